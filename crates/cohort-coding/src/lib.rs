@@ -13,3 +13,12 @@
 
 pub mod gf256;
 pub mod tinymt;
+
+mod decoder;
+mod encoder;
+
+pub use decoder::{Decoder, DecoderStats, InputError, Outcome};
+pub use encoder::{CoderConfig, ConfigError, Encoder, PushError, RepairError, RepairInfo};
+
+#[cfg(test)]
+mod tests;

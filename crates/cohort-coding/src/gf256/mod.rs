@@ -242,6 +242,12 @@ pub fn axpy(dst: &mut [u8], c: u8, src: &[u8]) {
     Kernel::best().axpy(dst, c, src)
 }
 
+/// `dst ^= src` (addition in GF(2^8)).
+pub fn xor(dst: &mut [u8], src: &[u8]) {
+    assert_eq!(dst.len(), src.len(), "xor: slice lengths differ");
+    scalar::xor(dst, src)
+}
+
 /// `buf = c * buf` with the [best](Kernel::best) kernel.
 pub fn scale(buf: &mut [u8], c: u8) {
     Kernel::best().scale(buf, c)

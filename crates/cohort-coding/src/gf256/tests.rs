@@ -1,4 +1,4 @@
-use super::tables::{mul_slow, AFFINE, MUL, NIB};
+use super::tables::{AFFINE, MUL, NIB, mul_slow};
 use super::*;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -94,7 +94,11 @@ fn every_kernel_matches_scalar_for_every_length_and_alignment() {
             let got = &mut got_buf[d_off..d_off + len];
             Kernel::SCALAR.axpy(&mut want, c, src);
             k.axpy(got, c, src);
-            assert_eq!(got, &want[..], "{k} axpy len={len} c={c} offsets=({so},{d_off})");
+            assert_eq!(
+                got,
+                &want[..],
+                "{k} axpy len={len} c={c} offsets=({so},{d_off})"
+            );
 
             let mut ws = src.to_vec();
             let mut gs = src_all.clone();
@@ -109,12 +113,18 @@ fn every_kernel_matches_scalar_for_every_length_and_alignment() {
 fn every_kernel_combine_matches_sum_of_axpys() {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     for k in Kernel::available() {
-        for &len in &[0usize, 1, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1200, 1201, 4096] {
+        for &len in &[
+            0usize, 1, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1200, 1201, 4096,
+        ] {
             for &nsrc in &[0usize, 1, 2, 3, 8, 64] {
-                let srcs: Vec<Vec<u8>> = (0..nsrc).map(|_| random_bytes(&mut rng, len + 3)).collect();
+                let srcs: Vec<Vec<u8>> =
+                    (0..nsrc).map(|_| random_bytes(&mut rng, len + 3)).collect();
                 let coefs: Vec<u8> = (0..nsrc).map(|_| rng.random()).collect();
-                let terms: Vec<(u8, &[u8])> =
-                    coefs.iter().zip(&srcs).map(|(&c, s)| (c, &s[3..])).collect();
+                let terms: Vec<(u8, &[u8])> = coefs
+                    .iter()
+                    .zip(&srcs)
+                    .map(|(&c, s)| (c, &s[3..]))
+                    .collect();
                 let base = random_bytes(&mut rng, len);
                 let mut want = base.clone();
                 for &(c, s) in &terms {
