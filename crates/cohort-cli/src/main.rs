@@ -1,1 +1,50 @@
-fn main() {}
+//! `cohort`: the command-line front door to Cohort.
+
+mod bench;
+mod demo;
+mod python;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cohort",
+    version,
+    about = "Networking and runtime stack for robot teams sharing a wireless channel"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the team-stack demonstration on the built-in default scenario.
+    Demo(demo::DemoArgs),
+    /// Run a benchmark (baselines in the same run); `--json` prints the figures.
+    Bench(bench::BenchArgs),
+    /// Find, apply and roll back OS settings for co-located robot apps (Python `cohort.tune`).
+    #[command(disable_help_flag = true)]
+    Tune {
+        /// Arguments passed to `python3 -m cohort.tune`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result: Result<ExitCode, Box<dyn std::error::Error>> = match cli.command {
+        Command::Demo(a) => demo::run(&a).map_err(Into::into),
+        Command::Bench(a) => bench::run(a).map_err(Into::into),
+        Command::Tune { args } => python::run_module("cohort.tune", &args).map_err(Into::into),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cohort: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

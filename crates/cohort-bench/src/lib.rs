@@ -1,0 +1,9 @@
+//! Cohort's benchmark programs.
+//!
+//! Each benchmark runs Cohort and its baseline in the same invocation on the same data and
+//! returns a JSON-serialisable report with named figures, ratios, the parameters (duration,
+//! warm-up, seed) and the command that reproduces it. Timings never gate tests; the tests here
+//! only check that a tiny run produces a well-formed report.
+
+pub mod coding;
+pub mod stats;
