@@ -51,7 +51,8 @@ pub enum InputError {
     },
 }
 
-/// Counters, by kind of input and by what became of it.
+/// Counters, by kind of input and by what became of it: every input is counted as received
+/// and then as exactly one of innovative, redundant, stale or rejected.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DecoderStats {
     pub source_received: u64,
@@ -276,6 +277,7 @@ impl Decoder {
 
     /// Takes a repair symbol described by `info`.
     pub fn push_repair(&mut self, info: RepairInfo, payload: &[u8]) -> Result<Outcome, InputError> {
+        self.stats.repair_received += 1;
         let size = self.cfg.symbol_size;
         if payload.len() != size {
             return self.reject(InputError::SymbolSize {
@@ -293,7 +295,6 @@ impl Decoder {
                 max_window: self.cfg.max_window,
             });
         }
-        self.stats.repair_received += 1;
         let Some(last) = info.first.checked_add(count as u64 - 1) else {
             return self.stale();
         };
