@@ -1,1 +1,6 @@
-//! placeholder
+//! placeholder (the frame module lands separately)
+pub mod lrt;
+pub mod symbol;
+pub mod frame {
+    pub const OVERHEAD: usize = 34;
+}

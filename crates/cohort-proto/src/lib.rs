@@ -1,0 +1,5 @@
+//! Cohort's protocol state machines, all sans-IO: they never read a clock, touch a socket or
+//! draw from an unseeded random source. A driver (the simulator, the real-time runtime or a
+//! test harness) feeds them datagrams and time and carries out what they ask for.
+
+pub mod lrt;

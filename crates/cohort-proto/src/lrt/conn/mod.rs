@@ -1,0 +1,567 @@
+//! The LRT connection state machine.
+
+use super::pace::{LossEstimator, RttEstimator, TokenBucket};
+use super::stream::{Divider, MAX_MESSAGE, Reassembler};
+use cohort_coding::{CoderConfig, Decoder, Encoder, Outcome, RepairInfo};
+use cohort_time::Instant;
+use cohort_wire::lrt::{AckRepr, HelloRepr, LRT_VERSION, LrtRepr};
+use cohort_wire::symbol::{SymbolKind, SymbolRepr};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Close codes carried by CLOSE packets.
+pub mod code {
+    pub const NORMAL: u16 = 0;
+    pub const PARAMS: u16 = 1;
+    pub const PROTOCOL: u16 = 2;
+}
+
+/// Connection parameters. Both ends must agree on `symbol_size`, `max_window` and
+/// `coder_symbols`; the handshake checks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Bytes per source symbol (default 1200: with headers a datagram stays under 1280).
+    pub symbol_size: usize,
+    /// Most unacknowledged source symbols a repair combines (default 256: a 100 ms round
+    /// trip at one message per millisecond).
+    pub max_window: usize,
+    /// Source symbols per coder before the next coder (with the next ID) takes over
+    /// (seed 004 §III-B, D).
+    pub coder_symbols: u32,
+    /// Coders alive at once; a new one waits until the oldest is fully acknowledged.
+    pub max_coders: usize,
+    /// Available bandwidth `Bw` of seed 004 eq. (2), bits per second.
+    pub rate_bps: u64,
+    /// Share `β` of `Bw` LRT may use; the rest is left to best-effort traffic.
+    pub rate_share: f64,
+    /// Token-bucket depth.
+    pub burst_bytes: usize,
+    /// Redundancy `r` is `loss * (1 + margin) + min`, clamped to `[min, max]`.
+    pub redundancy_min: f64,
+    pub redundancy_max: f64,
+    pub redundancy_margin: f64,
+    /// Longest a source symbol waits for a repair that covers it: a low-rate flow (one
+    /// message every 10 ms) gets a repair on this timer instead of after the next message.
+    pub repair_delay: Duration,
+    pub keepalive: Duration,
+    /// No authenticated packet from the peer for this long: the connection is lost.
+    pub idle_timeout: Duration,
+    pub handshake_retry: Duration,
+    pub handshake_timeout: Duration,
+    /// Bytes `send` may queue before returning `WouldBlock`.
+    pub send_buffer_bytes: usize,
+    /// Bytes of complete messages held for `recv` before the receiver stops releasing
+    /// symbols (which in turn stops the sender).
+    pub recv_buffer_bytes: usize,
+    pub initial_rtt: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            symbol_size: 1200,
+            max_window: 256,
+            coder_symbols: 1 << 16,
+            max_coders: 4,
+            rate_bps: 100_000_000,
+            rate_share: 0.9,
+            burst_bytes: 64 * 1024,
+            redundancy_min: 0.05,
+            redundancy_max: 1.0,
+            redundancy_margin: 1.0,
+            repair_delay: Duration::from_millis(8),
+            keepalive: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(10),
+            handshake_retry: Duration::from_millis(250),
+            handshake_timeout: Duration::from_secs(5),
+            send_buffer_bytes: 8 << 20,
+            recv_buffer_bytes: 8 << 20,
+            initial_rtt: Duration::from_millis(300),
+        }
+    }
+}
+
+/// An invalid [`Config`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("symbol_size {0} outside 16..=65535")]
+    SymbolSize(usize),
+    #[error("max_window {0} outside 1..=32767")]
+    Window(usize),
+    #[error("coder_symbols must be positive")]
+    CoderSymbols,
+    #[error("max_coders {0} outside 1..=1024")]
+    Coders(usize),
+    #[error("rate_share {0} outside (0, 1]")]
+    RateShare(f64),
+    #[error("redundancy bounds invalid: min {min}, max {max}, margin {margin}")]
+    Redundancy { min: f64, max: f64, margin: f64 },
+    #[error("rate_bps must be positive")]
+    Rate,
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(16..=u16::MAX as usize).contains(&self.symbol_size) {
+            return Err(ConfigError::SymbolSize(self.symbol_size));
+        }
+        if !(1..=0x7FFF).contains(&self.max_window) {
+            return Err(ConfigError::Window(self.max_window));
+        }
+        if self.coder_symbols == 0 {
+            return Err(ConfigError::CoderSymbols);
+        }
+        if !(1..=1024).contains(&self.max_coders) {
+            return Err(ConfigError::Coders(self.max_coders));
+        }
+        if !(self.rate_share > 0.0 && self.rate_share <= 1.0) {
+            return Err(ConfigError::RateShare(self.rate_share));
+        }
+        if self.rate_bps == 0 {
+            return Err(ConfigError::Rate);
+        }
+        let (min, max, margin) = (
+            self.redundancy_min,
+            self.redundancy_max,
+            self.redundancy_margin,
+        );
+        if !(0.0..=max).contains(&min) || max > 16.0 || !(0.0..=16.0).contains(&margin) {
+            return Err(ConfigError::Redundancy { min, max, margin });
+        }
+        Ok(())
+    }
+
+    fn coder_config(&self) -> CoderConfig {
+        CoderConfig {
+            symbol_size: self.symbol_size,
+            max_window: self.max_window,
+        }
+    }
+
+    fn hello(&self, conn_id: u64) -> HelloRepr {
+        HelloRepr {
+            version: LRT_VERSION,
+            symbol_size: self.symbol_size as u16,
+            max_window: self.max_window as u16,
+            coder_symbols: self.coder_symbols,
+            conn_id,
+        }
+    }
+}
+
+/// Which end opened the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Client,
+    Server,
+}
+
+/// Why a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// `close` was called here.
+    Local,
+    /// The peer closed with this code.
+    Peer(u16),
+    /// Nothing authenticated arrived for the idle timeout: the peer vanished.
+    TimedOut,
+    /// The handshake got no answer.
+    HandshakeTimedOut,
+    /// The peer's parameters differ from ours.
+    ParamMismatch { ours: HelloRepr, theirs: HelloRepr },
+    /// The peer sent something a correct peer cannot.
+    Protocol(String),
+}
+
+/// Connection state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum State {
+    Handshaking,
+    Established,
+    Closed(CloseReason),
+}
+
+/// Something the application should know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    Connected,
+    /// Messages are waiting in `recv`.
+    Readable,
+    /// `send` has room again after a `WouldBlock`.
+    Writable,
+    Closed(CloseReason),
+}
+
+/// Why `send` refused a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    #[error("messages must be 1 byte to 16 MiB, got {0} bytes")]
+    Size(usize),
+    #[error("send buffer full; wait for Event::Writable")]
+    WouldBlock,
+    #[error("connection closed: {0:?}")]
+    Closed(CloseReason),
+}
+
+/// Why `recv` returned nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecvError {
+    #[error("connection closed: {0:?}")]
+    Closed(CloseReason),
+}
+
+/// Counters. Byte counts are LRT packet bytes; the driver adds its framing.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ConnStats {
+    pub packets_sent: u64,
+    pub bytes_sent: u64,
+    pub source_sent: u64,
+    pub repair_sent: u64,
+    /// Repairs sent because a source symbol waited `repair_delay` uncovered.
+    pub repair_timer_sent: u64,
+    /// Repairs sent because acknowledgements stalled.
+    pub repair_probe_sent: u64,
+    pub acks_sent: u64,
+    pub full_rank_acks_sent: u64,
+    pub packets_received: u64,
+    pub bytes_received: u64,
+    pub symbols_received: u64,
+    pub malformed: u64,
+    /// Symbols of coders already fully decoded (the out-of-date filter).
+    pub out_of_date: u64,
+    /// Symbols the decoder refused (beyond its window, wrong size) or of coders too far ahead.
+    pub symbols_rejected: u64,
+    pub messages_sent: u64,
+    pub messages_received: u64,
+    pub coders_opened: u64,
+    pub loss_estimate: f64,
+    pub redundancy: f64,
+    pub srtt_us: u64,
+}
+
+#[derive(Debug)]
+struct TxCoder {
+    id: u16,
+    enc: Encoder,
+    /// Used (untrimmed) length of each symbol in the window.
+    lens: VecDeque<u16>,
+    credit: f64,
+    uncovered_since: Option<Instant>,
+    last_progress: Instant,
+    last_repair: Instant,
+    seen: u64,
+}
+
+impl TxCoder {
+    fn closed(&self, cfg: &Config) -> bool {
+        self.enc.rank() >= u64::from(cfg.coder_symbols)
+    }
+
+    fn probe_at(&self, rtt: &RttEstimator) -> Instant {
+        self.last_progress.max(self.last_repair) + rtt.probe_timeout()
+    }
+}
+
+#[derive(Debug)]
+struct RxCoder {
+    id: u16,
+    dec: Decoder,
+    ack_pending: bool,
+}
+
+/// A sent packet, for matching acknowledgements: frame packet number, time, symbol packets
+/// sent up to and including it.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    pn: u64,
+    at: Instant,
+    data_total: u64,
+}
+
+const SENT_LOG: usize = 1 << 14;
+const STALE_ACKS: usize = 16;
+
+/// One end of an LRT connection. See the [module docs](super).
+#[derive(Debug)]
+pub struct Connection {
+    cfg: Config,
+    role: Role,
+    state: State,
+    conn_id: u64,
+    created: Instant,
+    last_rx: Instant,
+    last_tx: Instant,
+    hello_due: Option<Instant>,
+    hello_ack_pending: bool,
+    close_pending: Option<u16>,
+    // Sender.
+    divider: Divider,
+    sym: Vec<u8>,
+    tx: VecDeque<TxCoder>,
+    next_coder: u16,
+    rr: usize,
+    bucket: TokenBucket,
+    loss: LossEstimator,
+    rtt: RttEstimator,
+    sent: VecDeque<Sent>,
+    data_total: u64,
+    last_echo: Option<u64>,
+    last_rx_data: u64,
+    want_writable: bool,
+    // Receiver.
+    rx: VecDeque<RxCoder>,
+    filter: u16,
+    reasm: Reassembler,
+    recv_queue: VecDeque<Vec<u8>>,
+    recv_bytes: usize,
+    highest_pn: Option<u64>,
+    rx_data: u64,
+    stale_acks: VecDeque<u16>,
+    padded: Vec<u8>,
+    events: VecDeque<Event>,
+    stats: ConnStats,
+}
+
+impl Connection {
+    fn new(cfg: Config, role: Role, conn_id: u64, now: Instant) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let rate = (cfg.rate_bps as f64 * cfg.rate_share) as u64;
+        Ok(Connection {
+            role,
+            state: State::Handshaking,
+            conn_id,
+            created: now,
+            last_rx: now,
+            last_tx: now,
+            hello_due: (role == Role::Client).then_some(now),
+            hello_ack_pending: false,
+            close_pending: None,
+            divider: Divider::new(cfg.symbol_size),
+            sym: Vec::with_capacity(cfg.symbol_size),
+            tx: VecDeque::new(),
+            next_coder: 0,
+            rr: 0,
+            bucket: TokenBucket::new(rate.max(1), cfg.burst_bytes, now),
+            loss: LossEstimator::default(),
+            rtt: RttEstimator::new(cfg.initial_rtt),
+            sent: VecDeque::new(),
+            data_total: 0,
+            last_echo: None,
+            last_rx_data: 0,
+            want_writable: false,
+            rx: VecDeque::new(),
+            filter: 0,
+            reasm: Reassembler::new(cfg.symbol_size),
+            recv_queue: VecDeque::new(),
+            recv_bytes: 0,
+            highest_pn: None,
+            rx_data: 0,
+            stale_acks: VecDeque::new(),
+            padded: vec![0u8; cfg.symbol_size],
+            events: VecDeque::new(),
+            stats: ConnStats::default(),
+            cfg,
+        })
+    }
+
+    /// Opens a connection: HELLO goes out on the first `poll_transmit`.
+    pub fn connect(cfg: Config, conn_id: u64, now: Instant) -> Result<Self, ConfigError> {
+        Self::new(cfg, Role::Client, conn_id, now)
+    }
+
+    /// Waits for a peer's HELLO.
+    pub fn accept(cfg: Config, now: Instant) -> Result<Self, ConfigError> {
+        Self::new(cfg, Role::Server, 0, now)
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> ConnStats {
+        let mut s = self.stats;
+        s.loss_estimate = self.loss.loss();
+        s.redundancy = self.redundancy();
+        s.srtt_us = self.rtt.srtt().as_micros() as u64;
+        s
+    }
+
+    /// Bytes accepted by `send` and not yet cut into symbols.
+    pub fn send_queued_bytes(&self) -> usize {
+        self.divider.queued_bytes()
+    }
+
+    /// Source symbols sent and not yet seen by the peer, over all coders.
+    pub fn unacked_symbols(&self) -> u64 {
+        self.tx
+            .iter()
+            .map(|c| c.enc.window().end - c.enc.window().start)
+            .sum()
+    }
+
+    /// Bytes of memory the connection's queues hold (send queue, coders' windows, decoders'
+    /// windows, received messages): what backpressure bounds.
+    pub fn buffered_bytes(&self) -> usize {
+        let s = self.cfg.symbol_size;
+        self.divider.queued_bytes()
+            + self.tx.len() * self.cfg.max_window * s
+            + self.rx.len() * 2 * self.cfg.max_window * s
+            + self.recv_bytes
+            + self.reasm.partial_bytes()
+    }
+
+    #[doc(hidden)]
+    pub fn debug_tx(&self) -> String {
+        format!(
+            "divider {} room {} bucket_ready {:?} coders {:?}",
+            self.divider.queued_bytes(),
+            self.source_room(),
+            self.bucket.ready_at(self.symbol_wire_len()),
+            self.tx
+                .iter()
+                .map(|c| (
+                    c.id,
+                    c.enc.window(),
+                    c.credit,
+                    c.uncovered_since,
+                    c.probe_at(&self.rtt),
+                    c.enc.is_full()
+                ))
+                .collect::<Vec<_>>()
+        )
+    }
+
+    fn redundancy(&self) -> f64 {
+        let c = &self.cfg;
+        (self.loss.loss() * (1.0 + c.redundancy_margin) + c.redundancy_min)
+            .clamp(c.redundancy_min, c.redundancy_max)
+    }
+
+    fn closed_reason(&self) -> Option<CloseReason> {
+        match &self.state {
+            State::Closed(r) => Some(r.clone()),
+            _ => None,
+        }
+    }
+
+    fn close_with(&mut self, reason: CloseReason, code: Option<u16>) {
+        if matches!(self.state, State::Closed(_)) {
+            return;
+        }
+        self.close_pending = code;
+        self.state = State::Closed(reason.clone());
+        self.events.push_back(Event::Closed(reason));
+    }
+
+    /// Closes the connection; the peer is told on the next `poll_transmit`. Queued data that
+    /// has not been sent is discarded (drain first: wait until `send_queued_bytes` and
+    /// `unacked_symbols` reach zero).
+    pub fn close(&mut self) {
+        self.close_with(CloseReason::Local, Some(code::NORMAL));
+    }
+
+    /// Queues a message.
+    pub fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
+        if let Some(r) = self.closed_reason() {
+            return Err(SendError::Closed(r));
+        }
+        if msg.is_empty() || msg.len() > MAX_MESSAGE {
+            return Err(SendError::Size(msg.len()));
+        }
+        let queued = self.divider.queued_bytes();
+        if queued > 0 && queued + msg.len() > self.cfg.send_buffer_bytes {
+            self.want_writable = true;
+            return Err(SendError::WouldBlock);
+        }
+        self.divider.push(msg.to_vec());
+        self.stats.messages_sent += 1;
+        Ok(())
+    }
+
+    /// Takes the next message, in order; `Ok(None)` when none is ready yet.
+    pub fn recv(&mut self) -> Result<Option<Vec<u8>>, RecvError> {
+        match self.recv_queue.pop_front() {
+            Some(m) => {
+                self.recv_bytes -= m.len();
+                self.release();
+                Ok(Some(m))
+            }
+            None => match self.closed_reason() {
+                Some(r) => Err(RecvError::Closed(r)),
+                None => Ok(None),
+            },
+        }
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When `handle_timeout` or `poll_transmit` next has work, if ever.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if let State::Closed(_) = self.state {
+            return self.close_pending.map(|_| self.last_tx);
+        }
+        let mut t = self.last_rx + self.cfg.idle_timeout;
+        let mut at = |x: Instant| t = t.min(x);
+        if let Some(h) = self.hello_due {
+            at(h);
+            at(self.created + self.cfg.handshake_timeout);
+        }
+        if self.hello_ack_pending
+            || !self.stale_acks.is_empty()
+            || self.rx.iter().any(|c| c.ack_pending)
+        {
+            at(self.last_tx);
+        }
+        if self.state == State::Established {
+            at(self.last_tx + self.cfg.keepalive);
+            let wire = self.symbol_wire_len();
+            if !self.divider.is_empty() && self.source_room() {
+                at(self.bucket.ready_at(wire));
+            }
+            for c in &self.tx {
+                if c.enc.window().is_empty() {
+                    continue;
+                }
+                let due = if c.credit >= 1.0 {
+                    self.last_tx
+                } else {
+                    c.probe_at(&self.rtt)
+                };
+                let due = c
+                    .uncovered_since
+                    .map_or(due, |u| due.min(u + self.cfg.repair_delay));
+                at(due.max(self.bucket.ready_at(wire)));
+            }
+        }
+        Some(t)
+    }
+
+    /// Advances timers: idle and handshake timeouts end the connection.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if matches!(self.state, State::Closed(_)) {
+            return;
+        }
+        if now >= self.last_rx + self.cfg.idle_timeout {
+            self.close_with(CloseReason::TimedOut, None);
+        } else if self.state == State::Handshaking
+            && self.role == Role::Client
+            && now >= self.created + self.cfg.handshake_timeout
+        {
+            self.close_with(CloseReason::HandshakeTimedOut, None);
+        }
+    }
+}
+
+mod receive;
+mod transmit;

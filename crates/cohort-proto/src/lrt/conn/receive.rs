@@ -1,0 +1,218 @@
+//! The receive path: authenticated packets in, messages and acknowledgements out.
+
+use super::*;
+
+impl Connection {
+    /// Takes one authenticated LRT packet (the plaintext of a secure frame) and the frame's
+    /// packet number. A malformed packet is counted and dropped; it never changes state.
+    pub fn handle_packet(&mut self, now: Instant, pn: u64, bytes: &[u8]) {
+        if matches!(self.state, State::Closed(_)) {
+            return;
+        }
+        self.stats.packets_received += 1;
+        self.stats.bytes_received += bytes.len() as u64;
+        let pkt = match LrtRepr::parse(bytes) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(%e, "lrt: malformed packet dropped");
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        self.last_rx = now;
+        self.highest_pn = Some(self.highest_pn.map_or(pn, |h| h.max(pn)));
+        match pkt {
+            LrtRepr::Hello(h) => self.on_hello(h),
+            LrtRepr::HelloAck(h) => self.on_hello_ack(h),
+            LrtRepr::Symbol { header, payload } => self.on_symbol(header, payload),
+            LrtRepr::Ack(a) => self.on_ack(now, a),
+            LrtRepr::Ping => {}
+            LrtRepr::Close { code } => self.close_with(CloseReason::Peer(code), None),
+        }
+    }
+
+    fn check_params(&mut self, theirs: HelloRepr) -> bool {
+        let ours = self.cfg.hello(theirs.conn_id);
+        if theirs != ours {
+            self.close_with(
+                CloseReason::ParamMismatch { ours, theirs },
+                Some(code::PARAMS),
+            );
+            return false;
+        }
+        true
+    }
+
+    fn establish(&mut self) {
+        if self.state == State::Handshaking {
+            self.state = State::Established;
+            self.events.push_back(Event::Connected);
+        }
+    }
+
+    fn on_hello(&mut self, h: HelloRepr) {
+        if self.role != Role::Server {
+            self.stats.malformed += 1;
+            return;
+        }
+        if self.state == State::Established && h.conn_id != self.conn_id {
+            self.close_with(
+                CloseReason::Protocol("HELLO for another connection".into()),
+                Some(code::PROTOCOL),
+            );
+            return;
+        }
+        if self.check_params(h) {
+            self.conn_id = h.conn_id;
+            self.hello_ack_pending = true;
+            self.establish();
+        }
+    }
+
+    fn on_hello_ack(&mut self, h: HelloRepr) {
+        if self.role != Role::Client || h.conn_id != self.conn_id {
+            self.stats.malformed += 1;
+            return;
+        }
+        if self.check_params(h) {
+            self.hello_due = None;
+            self.establish();
+        }
+    }
+
+    fn on_symbol(&mut self, header: SymbolRepr, payload: &[u8]) {
+        if self.state != State::Established {
+            self.stats.symbols_rejected += 1;
+            return;
+        }
+        self.stats.symbols_received += 1;
+        self.rx_data += 1;
+        let ahead = header.coder.wrapping_sub(self.filter);
+        if ahead >= 0x8000 {
+            // Seed 004 §III-D: a symbol of a coder already fully decoded means our full-rank
+            // acknowledgement was lost; send it again.
+            self.stats.out_of_date += 1;
+            if !self.stale_acks.contains(&header.coder) && self.stale_acks.len() < STALE_ACKS {
+                self.stale_acks.push_back(header.coder);
+            }
+            return;
+        }
+        if usize::from(ahead) >= self.cfg.max_coders || payload.len() > self.cfg.symbol_size {
+            self.stats.symbols_rejected += 1;
+            return;
+        }
+        while self.rx.len() <= usize::from(ahead) {
+            let id = self.filter.wrapping_add(self.rx.len() as u16);
+            let dec = Decoder::new(self.cfg.coder_config())
+                .unwrap_or_else(|_| unreachable!("validated config"));
+            self.rx.push_back(RxCoder {
+                id,
+                dec,
+                ack_pending: false,
+            });
+        }
+        let coder = &mut self.rx[usize::from(ahead)];
+        debug_assert_eq!(coder.id, header.coder);
+        let seen_before = coder.dec.seen();
+        let res = match header.kind {
+            SymbolKind::Source { index } => coder.dec.push_source(u64::from(index), payload),
+            SymbolKind::Repair { first, count, key } => {
+                self.padded[..payload.len()].copy_from_slice(payload);
+                self.padded[payload.len()..].fill(0);
+                let info = RepairInfo {
+                    first: u64::from(first),
+                    count,
+                    key,
+                };
+                coder.dec.push_repair(info, &self.padded)
+            }
+        };
+        match res {
+            Ok(Outcome::Innovative) => coder.ack_pending |= coder.dec.seen() != seen_before,
+            // Redundant or stale: the sender is ahead of what it knows of us; tell it.
+            Ok(_) => coder.ack_pending = true,
+            Err(e) => {
+                tracing::debug!(%e, "lrt: symbol rejected");
+                self.stats.symbols_rejected += 1;
+            }
+        }
+        self.release();
+    }
+
+    /// Moves decoded symbols, in order across coders, into messages while `recv` has room.
+    pub(super) fn release(&mut self) {
+        while self.recv_bytes < self.cfg.recv_buffer_bytes {
+            let Some(front) = self.rx.front_mut() else {
+                break;
+            };
+            if let Some((_, sym)) = front.dec.pop() {
+                front.ack_pending = true;
+                let before = self.recv_queue.len();
+                if let Err(e) = self.reasm.push_symbol(sym, &mut self.recv_queue) {
+                    self.close_with(CloseReason::Protocol(e.to_string()), Some(code::PROTOCOL));
+                    return;
+                }
+                for m in self.recv_queue.range(before..) {
+                    self.recv_bytes += m.len();
+                }
+                let added = (self.recv_queue.len() - before) as u64;
+                self.stats.messages_received += added;
+                if added > 0 && before == 0 {
+                    self.events.push_back(Event::Readable);
+                }
+                continue;
+            }
+            if front.dec.next_release() >= u64::from(self.cfg.coder_symbols) {
+                // Every symbol of this coder is out: the filter moves on (seed 004 §III-D).
+                let done = self.rx.pop_front().map_or(self.filter, |c| c.id);
+                if self.stale_acks.len() < STALE_ACKS {
+                    self.stale_acks.push_back(done);
+                }
+                self.filter = self.filter.wrapping_add(1);
+                continue;
+            }
+            break;
+        }
+    }
+
+    fn on_ack(&mut self, now: Instant, a: AckRepr) {
+        // Round trip and loss from the echoed packet number.
+        if self.last_echo.is_none_or(|e| a.echo_pn > e) {
+            if let Ok(i) = self.sent.binary_search_by_key(&a.echo_pn, |s| s.pn) {
+                let s = self.sent[i];
+                self.rtt.sample(now - s.at);
+                let base = self
+                    .last_echo
+                    .and_then(|e| self.sent.binary_search_by_key(&e, |s| s.pn).ok());
+                if let Some(b) = base {
+                    let sent = s.data_total - self.sent[b].data_total;
+                    let received = a.rx_data.saturating_sub(self.last_rx_data);
+                    self.loss.record(sent, received);
+                }
+                self.sent.drain(..i);
+            }
+            self.last_echo = Some(a.echo_pn);
+            self.last_rx_data = a.rx_data;
+        }
+        let cfg = &self.cfg;
+        let Some(pos) = self.tx.iter().position(|c| c.id == a.coder) else {
+            return;
+        };
+        let c = &mut self.tx[pos];
+        let rank = c.enc.rank();
+        let seen = u64::from(a.seen).min(rank);
+        let released = u64::from(a.released).min(rank);
+        if seen > c.seen {
+            c.seen = seen;
+            c.last_progress = now;
+        }
+        let dropped = c.enc.ack(seen, released);
+        for _ in 0..dropped {
+            c.lens.pop_front();
+        }
+        let finished = a.full_rank || (c.closed(cfg) && released >= u64::from(cfg.coder_symbols));
+        if finished {
+            self.tx.remove(pos);
+        }
+    }
+}

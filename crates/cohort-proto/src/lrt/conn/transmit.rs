@@ -1,0 +1,242 @@
+//! The send path: what goes out next, in priority order.
+
+use super::*;
+
+/// Bytes a driver adds around each LRT packet (secure frame header and tag, UDP and IPv4
+/// headers), used for pacing and overhead accounting.
+pub const PER_PACKET_OVERHEAD: usize = cohort_wire::frame::OVERHEAD + 28;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RepairWhy {
+    Credit,
+    Timer,
+    Probe,
+}
+
+impl Connection {
+    /// Largest LRT packet this connection emits; `poll_transmit` needs a buffer this long.
+    pub fn max_packet_len(&self) -> usize {
+        self.cfg.symbol_size + cohort_wire::symbol::HEADER_LEN
+    }
+
+    /// Tokens a symbol packet needs: the largest one, with the driver's framing.
+    pub(super) fn symbol_wire_len(&self) -> usize {
+        self.max_packet_len() + PER_PACKET_OVERHEAD
+    }
+
+    /// Writes the next packet into `buf` and returns its length. `pn` is the frame packet
+    /// number the driver will seal it with (needed to match acknowledgements).
+    pub fn poll_transmit(&mut self, now: Instant, pn: u64, buf: &mut [u8]) -> Option<usize> {
+        let (len, data) = self.next_packet(now, buf)?;
+        self.last_tx = now;
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += len as u64;
+        if data {
+            self.data_total += 1;
+        }
+        if self.sent.len() >= SENT_LOG {
+            self.sent.pop_front();
+        }
+        self.sent.push_back(Sent {
+            pn,
+            at: now,
+            data_total: self.data_total,
+        });
+        Some(len)
+    }
+
+    fn emit(&self, repr: &LrtRepr<'_>, buf: &mut [u8]) -> Option<usize> {
+        let n = repr.emit(buf);
+        if n.is_none() {
+            tracing::error!(
+                need = repr.buffer_len(),
+                have = buf.len(),
+                "lrt: transmit buffer too small"
+            );
+        }
+        n
+    }
+
+    fn ack(&self, coder: u16, full_rank: bool, seen: u64, released: u64) -> LrtRepr<'static> {
+        LrtRepr::Ack(AckRepr {
+            coder,
+            full_rank,
+            seen: seen as u32,
+            released: released as u32,
+            echo_pn: self.highest_pn.unwrap_or(0),
+            rx_data: self.rx_data,
+        })
+    }
+
+    fn next_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<(usize, bool)> {
+        if let State::Closed(_) = self.state {
+            let code = self.close_pending.take()?;
+            return self.emit(&LrtRepr::Close { code }, buf).map(|n| (n, false));
+        }
+        if let Some(due) = self.hello_due
+            && self.state == State::Handshaking
+        {
+            if due > now {
+                return None;
+            }
+            self.hello_due = Some(now + self.cfg.handshake_retry);
+            let hello = self.cfg.hello(self.conn_id);
+            return self.emit(&LrtRepr::Hello(hello), buf).map(|n| (n, false));
+        }
+        if self.hello_ack_pending {
+            self.hello_ack_pending = false;
+            let hello = self.cfg.hello(self.conn_id);
+            return self
+                .emit(&LrtRepr::HelloAck(hello), buf)
+                .map(|n| (n, false));
+        }
+        if let Some(id) = self.stale_acks.pop_front() {
+            self.stats.acks_sent += 1;
+            self.stats.full_rank_acks_sent += 1;
+            let all = u64::from(self.cfg.coder_symbols);
+            return self
+                .emit(&self.ack(id, true, all, all), buf)
+                .map(|n| (n, false));
+        }
+        if let Some(c) = self.rx.iter_mut().find(|c| c.ack_pending) {
+            c.ack_pending = false;
+            let (id, seen, rel) = (c.id, c.dec.seen(), c.dec.next_release());
+            self.stats.acks_sent += 1;
+            return self
+                .emit(&self.ack(id, false, seen, rel), buf)
+                .map(|n| (n, false));
+        }
+        if self.state != State::Established {
+            return None;
+        }
+        if let Some(n) = self.next_symbol(now, buf) {
+            return Some((n, true));
+        }
+        if now >= self.last_tx + self.cfg.keepalive {
+            return self.emit(&LrtRepr::Ping, buf).map(|n| (n, false));
+        }
+        None
+    }
+
+    /// Whether a new source symbol has somewhere to go: the newest coder has room, or a new
+    /// coder may open.
+    pub(super) fn source_room(&self) -> bool {
+        match self.tx.back() {
+            None => true,
+            Some(c) if c.closed(&self.cfg) => self.tx.len() < self.cfg.max_coders,
+            Some(c) => !c.enc.is_full(),
+        }
+    }
+
+    fn open_coder(&mut self, now: Instant) {
+        let enc = Encoder::new(self.cfg.coder_config())
+            .unwrap_or_else(|_| unreachable!("validated config"));
+        self.tx.push_back(TxCoder {
+            id: self.next_coder,
+            enc,
+            lens: VecDeque::new(),
+            credit: 0.0,
+            uncovered_since: None,
+            last_progress: now,
+            last_repair: now,
+            seen: 0,
+        });
+        self.next_coder = self.next_coder.wrapping_add(1);
+        self.stats.coders_opened += 1;
+    }
+
+    fn next_symbol(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let wire = self.symbol_wire_len();
+        // Source symbols first: they are the user's data (seed 004 §III-E).
+        if !self.divider.is_empty() && self.source_room() {
+            if !self.bucket.try_take(now, wire) {
+                return None;
+            }
+            if self.tx.back().is_none_or(|c| c.closed(&self.cfg)) {
+                self.open_coder(now);
+            }
+            let r = self.redundancy();
+            self.divider.next_symbol(&mut self.sym);
+            let c = self.tx.back_mut()?;
+            let index = c.enc.push(&self.sym).ok()?;
+            c.lens.push_back(self.sym.len() as u16);
+            c.credit += r;
+            c.uncovered_since.get_or_insert(now);
+            let header = SymbolRepr {
+                coder: c.id,
+                kind: SymbolKind::Source {
+                    index: index as u32,
+                },
+            };
+            self.stats.source_sent += 1;
+            if self.want_writable && self.divider.queued_bytes() < self.cfg.send_buffer_bytes / 2 {
+                self.want_writable = false;
+                self.events.push_back(Event::Writable);
+            }
+            return self.emit(
+                &LrtRepr::Symbol {
+                    header,
+                    payload: &self.sym,
+                },
+                buf,
+            );
+        }
+        // Then repairs, sending opportunities shared round-robin among coders.
+        let n = self.tx.len();
+        for k in 0..n {
+            let i = (self.rr + k) % n;
+            let c = &self.tx[i];
+            if c.enc.window().is_empty() {
+                continue;
+            }
+            let why = if c.credit >= 1.0 {
+                RepairWhy::Credit
+            } else if c
+                .uncovered_since
+                .is_some_and(|u| now >= u + self.cfg.repair_delay)
+            {
+                RepairWhy::Timer
+            } else if now >= c.probe_at(&self.rtt) {
+                RepairWhy::Probe
+            } else {
+                continue;
+            };
+            if !self.bucket.try_take(now, wire) {
+                return None;
+            }
+            self.rr = i + 1;
+            let size = self.cfg.symbol_size;
+            self.sym.resize(size, 0);
+            let c = &mut self.tx[i];
+            let info = c.enc.repair(&mut self.sym).ok()?;
+            // Symbols travel without their zero padding, so the combination is zero beyond
+            // the longest symbol in the window: that tail need not travel either.
+            let used = usize::from(c.lens.iter().copied().max().unwrap_or(size as u16));
+            c.credit = (c.credit - 1.0).max(-1.0);
+            c.uncovered_since = None;
+            c.last_repair = now;
+            self.stats.repair_sent += 1;
+            match why {
+                RepairWhy::Credit => {}
+                RepairWhy::Timer => self.stats.repair_timer_sent += 1,
+                RepairWhy::Probe => self.stats.repair_probe_sent += 1,
+            }
+            let header = SymbolRepr {
+                coder: c.id,
+                kind: SymbolKind::Repair {
+                    first: info.first as u32,
+                    count: info.count,
+                    key: info.key,
+                },
+            };
+            return self.emit(
+                &LrtRepr::Symbol {
+                    header,
+                    payload: &self.sym[..used],
+                },
+                buf,
+            );
+        }
+        None
+    }
+}

@@ -1,0 +1,179 @@
+//! Rate limiting and the sender's estimates of loss and round-trip time (seed 004 §III-E).
+
+use cohort_time::Instant;
+use std::time::Duration;
+
+/// Token bucket over wire bytes: `rate_bps` sustained, `burst_bytes` at once.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate_bps: u64,
+    burst_bytes: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    pub fn new(rate_bps: u64, burst_bytes: usize, now: Instant) -> Self {
+        TokenBucket {
+            rate_bps,
+            burst_bytes: burst_bytes as f64,
+            tokens: burst_bytes as f64,
+            last: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let dt = (now - self.last).as_secs_f64();
+        self.last = self.last.max(now);
+        self.tokens = (self.tokens + dt * self.rate_bps as f64 / 8.0).min(self.burst_bytes);
+    }
+
+    /// Takes `bytes` if available now.
+    pub fn try_take(&mut self, now: Instant, bytes: usize) -> bool {
+        self.refill(now);
+        // A thousandth of a byte of slack absorbs rounding, so that at `ready_at` the take
+        // always succeeds.
+        if self.tokens + 1e-3 >= bytes as f64 {
+            self.tokens -= bytes as f64;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// When `bytes` will be available.
+    pub fn ready_at(&self, bytes: usize) -> Instant {
+        let missing = bytes as f64 - self.tokens;
+        if missing <= 0.0 {
+            return self.last;
+        }
+        let ns = (missing * 8.0 * 1e9 / self.rate_bps.max(1) as f64).ceil() as u64 + 1;
+        self.last + Duration::from_nanos(ns)
+    }
+}
+
+/// Loss seen through acknowledgements: exponentially decayed counts of symbol packets sent
+/// and received, so the estimate follows changes within a few hundred packets.
+#[derive(Debug, Clone, Default)]
+pub struct LossEstimator {
+    sent: f64,
+    received: f64,
+}
+
+impl LossEstimator {
+    /// Weight kept per acknowledged packet.
+    const DECAY_PER_PACKET: f64 = 0.995;
+
+    /// Records that of `sent` packets, `received` arrived.
+    pub fn record(&mut self, sent: u64, received: u64) {
+        if sent == 0 {
+            return;
+        }
+        let keep = Self::DECAY_PER_PACKET.powf(sent as f64);
+        self.sent = self.sent * keep + sent as f64;
+        self.received = self.received * keep + received.min(sent) as f64;
+    }
+
+    /// The current loss rate, 0 before any evidence.
+    pub fn loss(&self) -> f64 {
+        if self.sent < 1.0 {
+            0.0
+        } else {
+            (1.0 - self.received / self.sent).clamp(0.0, 1.0)
+        }
+    }
+}
+
+/// Smoothed round-trip time (RFC 6298 style).
+#[derive(Debug, Clone)]
+pub struct RttEstimator {
+    srtt: Option<Duration>,
+    rttvar: Duration,
+    min: Duration,
+    initial: Duration,
+}
+
+impl RttEstimator {
+    pub fn new(initial: Duration) -> Self {
+        RttEstimator {
+            srtt: None,
+            rttvar: initial / 2,
+            min: Duration::MAX,
+            initial,
+        }
+    }
+
+    pub fn sample(&mut self, rtt: Duration) {
+        self.min = self.min.min(rtt);
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(s) => {
+                let diff = s.abs_diff(rtt);
+                self.rttvar = (self.rttvar * 3 + diff) / 4;
+                self.srtt = Some((s * 7 + rtt) / 8);
+            }
+        }
+    }
+
+    pub fn srtt(&self) -> Duration {
+        self.srtt.unwrap_or(self.initial)
+    }
+
+    pub fn min_rtt(&self) -> Option<Duration> {
+        (self.min != Duration::MAX).then_some(self.min)
+    }
+
+    /// How long to wait for an acknowledgement before probing.
+    pub fn probe_timeout(&self) -> Duration {
+        self.srtt() + (self.rttvar * 4).max(Duration::from_millis(1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_limits_rate_and_reports_when_ready() {
+        let t0 = Instant::ZERO;
+        let mut b = TokenBucket::new(8_000_000, 2000, t0); // 1 MB/s
+        assert!(b.try_take(t0, 1500));
+        assert!(!b.try_take(t0, 1500));
+        let at = b.ready_at(1500);
+        assert!(at >= t0 + Duration::from_millis(1) && at <= t0 + Duration::from_micros(1001));
+        assert!(b.try_take(at, 1500));
+    }
+
+    #[test]
+    fn loss_estimate_follows_evidence() {
+        let mut l = LossEstimator::default();
+        assert_eq!(l.loss(), 0.0);
+        for _ in 0..100 {
+            l.record(10, 9);
+        }
+        assert!((l.loss() - 0.1).abs() < 1e-9);
+        for _ in 0..2000 {
+            l.record(10, 10);
+        }
+        assert!(l.loss() < 0.001);
+        l.record(5, 9);
+        assert!(
+            l.loss() >= 0.0,
+            "more received than sent (reordering) is clamped"
+        );
+    }
+
+    #[test]
+    fn rtt_smooths() {
+        let mut r = RttEstimator::new(Duration::from_millis(300));
+        assert_eq!(r.srtt(), Duration::from_millis(300));
+        r.sample(Duration::from_millis(100));
+        r.sample(Duration::from_millis(100));
+        assert_eq!(r.srtt(), Duration::from_millis(100));
+        assert_eq!(r.min_rtt(), Some(Duration::from_millis(100)));
+        assert!(r.probe_timeout() >= Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,563 @@
+//! Script-like tests on a simulated pair: two connections joined by a seeded lossy link in
+//! virtual time.
+
+use super::*;
+use cohort_time::Instant;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::time::Duration;
+
+/// Faults of one direction of the harness link.
+#[derive(Debug, Clone, Copy)]
+struct Faults {
+    owd: Duration,
+    /// Iid loss, or the bad-state loss of a Gilbert-Elliott channel when `ge` is set.
+    loss: f64,
+    /// (p good->bad, p bad->good) per packet.
+    ge: Option<(f64, f64)>,
+    dup: f64,
+    /// Extra delay up to this much, drawn uniformly per packet: reorders.
+    jitter: Duration,
+}
+
+impl Faults {
+    fn clean(owd_ms: u64) -> Self {
+        Faults {
+            owd: Duration::from_millis(owd_ms),
+            loss: 0.0,
+            ge: None,
+            dup: 0.0,
+            jitter: Duration::ZERO,
+        }
+    }
+}
+
+struct Wire {
+    f: Faults,
+    bad: bool,
+    q: Vec<(Instant, u64, Vec<u8>)>,
+    sent: u64,
+    lost: u64,
+}
+
+impl Wire {
+    fn send(&mut self, rng: &mut ChaCha8Rng, now: Instant, pn: u64, pkt: &[u8]) {
+        self.sent += 1;
+        let lost = match self.f.ge {
+            None => rng.random_bool(self.f.loss),
+            Some((gb, bg)) => {
+                self.bad = if self.bad {
+                    !rng.random_bool(bg)
+                } else {
+                    rng.random_bool(gb)
+                };
+                self.bad && rng.random_bool(self.f.loss)
+            }
+        };
+        if lost {
+            self.lost += 1;
+            return;
+        }
+        let copies = if rng.random_bool(self.f.dup) { 2 } else { 1 };
+        for _ in 0..copies {
+            let j = if self.f.jitter.is_zero() {
+                Duration::ZERO
+            } else {
+                self.f.jitter.mul_f64(rng.random())
+            };
+            self.q.push((now + self.f.owd + j, pn, pkt.to_vec()));
+        }
+    }
+
+    fn next_at(&self) -> Option<Instant> {
+        self.q.iter().map(|x| x.0).min()
+    }
+
+    fn due(&mut self, now: Instant) -> Vec<(u64, Vec<u8>)> {
+        let mut out: Vec<(Instant, u64, Vec<u8>)> = vec![];
+        let mut i = 0;
+        while i < self.q.len() {
+            if self.q[i].0 <= now {
+                out.push(self.q.swap_remove(i))
+            } else {
+                i += 1
+            }
+        }
+        out.sort_by_key(|x| x.0);
+        out.into_iter().map(|(_, pn, p)| (pn, p)).collect()
+    }
+}
+
+/// Client `a` and server `b` over a link with per-direction faults.
+struct Pair {
+    a: Connection,
+    b: Connection,
+    now: Instant,
+    ab: Wire,
+    ba: Wire,
+    pn_a: u64,
+    pn_b: u64,
+    rng: ChaCha8Rng,
+    buf: Vec<u8>,
+    /// Messages `b` received, with the time.
+    got: Vec<(Instant, Vec<u8>)>,
+    /// Pull received messages out of `b` as they arrive (a slow receiver does not).
+    b_reads: bool,
+}
+
+impl Pair {
+    fn new(cfg: Config, ab: Faults, ba: Faults, seed: u64) -> Self {
+        let now = Instant::ZERO;
+        Pair {
+            a: Connection::connect(cfg.clone(), 42, now).unwrap(),
+            b: Connection::accept(cfg, now).unwrap(),
+            now,
+            ab: Wire {
+                f: ab,
+                bad: false,
+                q: vec![],
+                sent: 0,
+                lost: 0,
+            },
+            ba: Wire {
+                f: ba,
+                bad: false,
+                q: vec![],
+                sent: 0,
+                lost: 0,
+            },
+            pn_a: 0,
+            pn_b: 0,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            buf: vec![0u8; 70_000],
+            got: vec![],
+            b_reads: true,
+        }
+    }
+
+    /// Runs both ends at the current time until neither has anything to send.
+    fn flush(&mut self) {
+        loop {
+            let mut any = false;
+            while let Some(n) = self.a.poll_transmit(self.now, self.pn_a, &mut self.buf) {
+                self.ab
+                    .send(&mut self.rng, self.now, self.pn_a, &self.buf[..n]);
+                self.pn_a += 1;
+                any = true;
+            }
+            while let Some(n) = self.b.poll_transmit(self.now, self.pn_b, &mut self.buf) {
+                self.ba
+                    .send(&mut self.rng, self.now, self.pn_b, &self.buf[..n]);
+                self.pn_b += 1;
+                any = true;
+            }
+            for (pn, p) in self.ab.due(self.now) {
+                self.b.handle_packet(self.now, pn, &p);
+                any = true;
+            }
+            for (pn, p) in self.ba.due(self.now) {
+                self.a.handle_packet(self.now, pn, &p);
+                any = true;
+            }
+            if self.b_reads {
+                while let Ok(Some(m)) = self.b.recv() {
+                    self.got.push((self.now, m));
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+    }
+
+    /// One step: jump to the next event, handle it, flush.
+    fn step(&mut self, limit: Instant) -> bool {
+        self.flush();
+        let next = [
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+            self.ab.next_at(),
+            self.ba.next_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(t) = next else { return false };
+        if t > limit {
+            self.now = limit;
+            return false;
+        }
+        self.now = self.now.max(t);
+        self.a.handle_timeout(self.now);
+        self.b.handle_timeout(self.now);
+        self.flush();
+        true
+    }
+
+    /// Steps until `limit`.
+    fn drive_until(&mut self, limit: Instant) {
+        let mut steps = 0u64;
+        while self.step(limit) {
+            steps += 1;
+            if steps > 2_000_000 {
+                panic!(
+                    "runaway simulation at {:?}: a {:?} {:?} b {:?} {:?} links {:?} {:?}; a {:?}",
+                    self.now,
+                    self.a.poll_timeout(),
+                    self.a.state(),
+                    self.b.poll_timeout(),
+                    self.b.state(),
+                    self.ab.next_at(),
+                    self.ba.next_at(),
+                    self.a.debug_tx()
+                );
+            }
+        }
+    }
+
+    fn drive_for(&mut self, d: Duration) {
+        let limit = self.now + d;
+        self.drive_until(limit);
+    }
+}
+
+fn message(i: u64, size: usize) -> Vec<u8> {
+    let mut m = vec![0u8; size.max(8)];
+    m[..8].copy_from_slice(&i.to_be_bytes());
+    for (k, b) in m.iter_mut().enumerate().skip(8) {
+        *b = (i as usize * 131 + k) as u8;
+    }
+    m
+}
+
+/// Sends `count` messages of `size` bytes every `interval`, then drains; returns the pair.
+fn stream(
+    cfg: Config,
+    ab: Faults,
+    ba: Faults,
+    seed: u64,
+    count: u64,
+    size: usize,
+    interval: Duration,
+) -> Pair {
+    let mut p = Pair::new(cfg, ab, ba, seed);
+    while p.a.state() == &State::Handshaking && p.now < Instant::from_millis(4000) {
+        p.drive_for(Duration::from_millis(50));
+    }
+    assert_eq!(p.a.state(), &State::Established, "seed {seed}: handshake");
+    for i in 0..count {
+        p.a.send(&message(i, size)).unwrap();
+        p.drive_for(interval);
+    }
+    let deadline = p.now + Duration::from_secs(30);
+    while (p.got.len() as u64) < count && p.now < deadline {
+        p.drive_for(Duration::from_millis(50));
+    }
+    p
+}
+
+fn assert_exactly_once_in_order(p: &Pair, count: u64, size: usize, seed: u64) {
+    assert_eq!(
+        p.got.len() as u64,
+        count,
+        "seed {seed}: delivered {} of {count}",
+        p.got.len()
+    );
+    for (i, (_, m)) in p.got.iter().enumerate() {
+        assert_eq!(
+            m,
+            &message(i as u64, size),
+            "seed {seed}: message {i} differs or out of order"
+        );
+    }
+}
+
+#[test]
+fn handshake_then_lossless_stream_arrives_at_one_way_delay() {
+    let cfg = Config::default();
+    let p = stream(
+        cfg,
+        Faults::clean(50),
+        Faults::clean(50),
+        1,
+        200,
+        1000,
+        Duration::from_millis(1),
+    );
+    assert_exactly_once_in_order(&p, 200, 1000, 1);
+    let s = p.a.stats();
+    assert_eq!(
+        s.source_sent, 200,
+        "one 1 KB message per symbol, sent at once"
+    );
+    assert_eq!(p.b.stats().symbols_rejected, 0);
+    assert!(s.loss_estimate < 1e-9);
+}
+
+#[test]
+fn iid_loss_is_repaired_without_retransmission() {
+    for seed in 0..6 {
+        let lossy = Faults {
+            loss: 0.10,
+            ..Faults::clean(50)
+        };
+        let p = stream(
+            Config::default(),
+            lossy,
+            lossy,
+            seed,
+            1000,
+            1000,
+            Duration::from_millis(1),
+        );
+        assert_exactly_once_in_order(&p, 1000, 1000, seed);
+        let s = p.a.stats();
+        assert!(p.ab.lost > 50, "seed {seed}: the link lost packets");
+        assert!(
+            (0.05..0.15).contains(&s.loss_estimate),
+            "seed {seed}: loss estimate {}",
+            s.loss_estimate
+        );
+        assert!(s.repair_sent > 100);
+    }
+}
+
+#[test]
+fn low_rate_flow_gets_repairs_on_the_timer() {
+    let lossy = Faults {
+        loss: 0.10,
+        ..Faults::clean(50)
+    };
+    let p = stream(
+        Config::default(),
+        lossy,
+        lossy,
+        3,
+        300,
+        1000,
+        Duration::from_millis(10),
+    );
+    assert_exactly_once_in_order(&p, 300, 1000, 3);
+    assert!(p.a.stats().repair_timer_sent > 50, "{:?}", p.a.stats());
+}
+
+#[test]
+fn faults_sweep_bursty_reordered_duplicated() {
+    for seed in 0..200u64 {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let loss = rng.random_range(0.0..0.4);
+        let f = Faults {
+            owd: Duration::from_millis(rng.random_range(1..80)),
+            loss,
+            ge: rng.random_bool(0.5).then_some((0.05, 0.3)),
+            dup: rng.random_range(0.0..0.1),
+            jitter: Duration::from_micros(rng.random_range(0..5_000)),
+        };
+        let size = rng.random_range(1..3000);
+        let interval = Duration::from_micros(rng.random_range(200..5000));
+        let p = stream(Config::default(), f, f, seed, 300, size, interval);
+        assert_exactly_once_in_order(&p, 300, size.max(8), seed);
+    }
+}
+
+#[test]
+fn large_messages_span_many_symbols_and_many_coders() {
+    let cfg = Config {
+        coder_symbols: 64,
+        max_window: 32,
+        ..Config::default()
+    };
+    let lossy = Faults {
+        loss: 0.05,
+        ..Faults::clean(20)
+    };
+    let p = stream(cfg, lossy, lossy, 9, 20, 200_000, Duration::from_millis(20));
+    assert_exactly_once_in_order(&p, 20, 200_000, 9);
+    assert!(p.a.stats().coders_opened > 10, "{:?}", p.a.stats());
+}
+
+#[test]
+fn lost_full_rank_ack_is_resent_on_out_of_date_symbols() {
+    let cfg = Config {
+        coder_symbols: 8,
+        max_window: 8,
+        ..Config::default()
+    };
+    let lossy = Faults {
+        loss: 0.3,
+        ..Faults::clean(5)
+    };
+    let p = stream(cfg, lossy, lossy, 5, 400, 500, Duration::from_millis(2));
+    assert_exactly_once_in_order(&p, 400, 500, 5);
+    let b = p.b.stats();
+    assert!(b.full_rank_acks_sent >= 40, "{b:?}");
+}
+
+#[test]
+fn slow_receiver_bounds_memory_and_send_blocks() {
+    let cfg = Config {
+        recv_buffer_bytes: 64 * 1024,
+        send_buffer_bytes: 256 * 1024,
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg, Faults::clean(10), Faults::clean(10), 1);
+    p.b_reads = false;
+    p.drive_for(Duration::from_millis(100));
+    let mut accepted = 0u64;
+    let mut blocked = false;
+    for i in 0..5000u64 {
+        match p.a.send(&message(i, 1000)) {
+            Ok(()) => accepted += 1,
+            Err(SendError::WouldBlock) => {
+                blocked = true;
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+        p.drive_for(Duration::from_micros(100));
+    }
+    assert!(
+        blocked,
+        "send must push back once the receiver stops reading"
+    );
+    p.drive_for(Duration::from_secs(2));
+    let cap = 300 * 1024 + 8 * 256 * 1200 * 3;
+    assert!(
+        p.a.buffered_bytes() < cap,
+        "sender holds {}",
+        p.a.buffered_bytes()
+    );
+    assert!(
+        p.b.buffered_bytes() < cap,
+        "receiver holds {}",
+        p.b.buffered_bytes()
+    );
+    // The receiver catches up: everything accepted arrives, in order.
+    p.b_reads = true;
+    let deadline = p.now + Duration::from_secs(10);
+    while (p.got.len() as u64) < accepted && p.now < deadline {
+        p.drive_for(Duration::from_millis(10));
+    }
+    assert_exactly_once_in_order(&p, accepted, 1000, 1);
+}
+
+#[test]
+fn vanished_peer_is_an_error_not_a_hang() {
+    let cfg = Config {
+        idle_timeout: Duration::from_secs(2),
+        ..Config::default()
+    };
+    let mut p = Pair::new(cfg, Faults::clean(10), Faults::clean(10), 1);
+    p.drive_for(Duration::from_millis(100));
+    p.a.send(b"still there?").unwrap();
+    // The peer vanishes: nothing from b reaches a any more.
+    p.ba.f.loss = 1.0;
+    p.drive_for(Duration::from_secs(3));
+    assert_eq!(p.a.state(), &State::Closed(CloseReason::TimedOut));
+    assert_eq!(
+        p.a.send(b"x"),
+        Err(SendError::Closed(CloseReason::TimedOut))
+    );
+    assert_eq!(p.a.recv(), Err(RecvError::Closed(CloseReason::TimedOut)));
+    let mut events = vec![];
+    while let Some(e) = p.a.poll_event() {
+        events.push(e);
+    }
+    assert_eq!(
+        events,
+        [Event::Connected, Event::Closed(CloseReason::TimedOut)]
+    );
+}
+
+#[test]
+fn handshake_times_out_without_a_server() {
+    let mut p = Pair::new(
+        Config::default(),
+        Faults {
+            loss: 1.0,
+            ..Faults::clean(1)
+        },
+        Faults::clean(1),
+        1,
+    );
+    p.drive_for(Duration::from_secs(6));
+    assert_eq!(p.a.state(), &State::Closed(CloseReason::HandshakeTimedOut));
+}
+
+#[test]
+fn mismatched_parameters_close_both_ends() {
+    let mut p = Pair::new(Config::default(), Faults::clean(1), Faults::clean(1), 1);
+    p.b = Connection::accept(
+        Config {
+            symbol_size: 1000,
+            ..Config::default()
+        },
+        Instant::ZERO,
+    )
+    .unwrap();
+    p.drive_for(Duration::from_millis(50));
+    assert!(matches!(
+        p.b.state(),
+        State::Closed(CloseReason::ParamMismatch { .. })
+    ));
+    assert_eq!(
+        p.a.state(),
+        &State::Closed(CloseReason::Peer(conn::code::PARAMS))
+    );
+}
+
+#[test]
+fn close_reaches_the_peer() {
+    let mut p = Pair::new(Config::default(), Faults::clean(1), Faults::clean(1), 1);
+    p.drive_for(Duration::from_millis(50));
+    p.a.close();
+    p.drive_for(Duration::from_millis(50));
+    assert_eq!(
+        p.b.state(),
+        &State::Closed(CloseReason::Peer(conn::code::NORMAL))
+    );
+    assert_eq!(p.a.send(b"x"), Err(SendError::Closed(CloseReason::Local)));
+}
+
+#[test]
+fn malformed_packets_are_counted_and_change_nothing() {
+    let mut p = Pair::new(Config::default(), Faults::clean(1), Faults::clean(1), 1);
+    p.drive_for(Duration::from_millis(50));
+    for junk in [&[][..], &[9, 9, 9], &[0, 0, 0], &[2, 0xFF], &[1; 12]] {
+        p.b.handle_packet(p.now, 1000, junk);
+    }
+    assert_eq!(p.b.stats().malformed, 5);
+    assert_eq!(p.b.stats().symbols_rejected, 0);
+    assert_eq!(p.b.state(), &State::Established);
+}
+
+#[test]
+fn invalid_config_and_message_sizes_are_errors() {
+    assert!(matches!(
+        Connection::connect(
+            Config {
+                symbol_size: 4,
+                ..Config::default()
+            },
+            1,
+            Instant::ZERO
+        ),
+        Err(ConfigError::SymbolSize(4))
+    ));
+    assert!(
+        Connection::accept(
+            Config {
+                rate_share: 0.0,
+                ..Config::default()
+            },
+            Instant::ZERO
+        )
+        .is_err()
+    );
+    let mut c = Connection::connect(Config::default(), 1, Instant::ZERO).unwrap();
+    assert_eq!(c.send(b""), Err(SendError::Size(0)));
+    assert_eq!(
+        c.send(&vec![0u8; stream::MAX_MESSAGE + 1]),
+        Err(SendError::Size(stream::MAX_MESSAGE + 1))
+    );
+}
