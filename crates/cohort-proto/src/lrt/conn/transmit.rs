@@ -208,6 +208,9 @@ impl Connection {
             let size = self.cfg.symbol_size;
             self.sym.resize(size, 0);
             let c = &mut self.tx[i];
+            // Every repair covers the whole window: a decoder can release a lost symbol only
+            // once it holds as many equations as unknowns up to the newest symbol they involve,
+            // and leaving older unknowns out of a repair never helps that.
             let info = c.enc.repair(&mut self.sym).ok()?;
             // Symbols travel without their zero padding, so the combination is zero beyond
             // the longest symbol in the window: that tail need not travel either.
