@@ -5,5 +5,6 @@
 //! warm-up, seed) and the command that reproduces it. Timings never gate tests; the tests here
 //! only check that a tiny run produces a well-formed report.
 
+pub mod block;
 pub mod coding;
 pub mod stats;

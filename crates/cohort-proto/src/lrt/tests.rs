@@ -199,19 +199,15 @@ impl Pair {
         let mut steps = 0u64;
         while self.step(limit) {
             steps += 1;
-            if steps > 2_000_000 {
-                panic!(
-                    "runaway simulation at {:?}: a {:?} {:?} b {:?} {:?} links {:?} {:?}; a {:?}",
-                    self.now,
-                    self.a.poll_timeout(),
-                    self.a.state(),
-                    self.b.poll_timeout(),
-                    self.b.state(),
-                    self.ab.next_at(),
-                    self.ba.next_at(),
-                    self.a.debug_tx()
-                );
-            }
+            assert!(
+                steps < 5_000_000,
+                "runaway simulation at {:?}: timeouts a {:?} b {:?}, links {:?} {:?}",
+                self.now,
+                self.a.poll_timeout(),
+                self.b.poll_timeout(),
+                self.ab.next_at(),
+                self.ba.next_at()
+            );
         }
     }
 

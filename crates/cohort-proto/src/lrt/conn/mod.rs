@@ -418,25 +418,10 @@ impl Connection {
             + self.reasm.partial_bytes()
     }
 
-    #[doc(hidden)]
-    pub fn debug_tx(&self) -> String {
-        format!(
-            "divider {} room {} bucket_ready {:?} coders {:?}",
-            self.divider.queued_bytes(),
-            self.source_room(),
-            self.bucket.ready_at(self.symbol_wire_len()),
-            self.tx
-                .iter()
-                .map(|c| (
-                    c.id,
-                    c.enc.window(),
-                    c.credit,
-                    c.uncovered_since,
-                    c.probe_at(&self.rtt),
-                    c.enc.is_full()
-                ))
-                .collect::<Vec<_>>()
-        )
+    /// A server before any HELLO waits for a peer as long as its owner wants; the idle
+    /// timeout starts with the first packet.
+    fn awaiting_peer(&self) -> bool {
+        self.role == Role::Server && self.state == State::Handshaking
     }
 
     fn redundancy(&self) -> f64 {
@@ -511,7 +496,11 @@ impl Connection {
         if let State::Closed(_) = self.state {
             return self.close_pending.map(|_| self.last_tx);
         }
-        let mut t = self.last_rx + self.cfg.idle_timeout;
+        let mut t = if self.awaiting_peer() {
+            Instant::FAR_FUTURE
+        } else {
+            self.last_rx + self.cfg.idle_timeout
+        };
         let mut at = |x: Instant| t = t.min(x);
         if let Some(h) = self.hello_due {
             at(h);
@@ -552,7 +541,7 @@ impl Connection {
         if matches!(self.state, State::Closed(_)) {
             return;
         }
-        if now >= self.last_rx + self.cfg.idle_timeout {
+        if !self.awaiting_peer() && now >= self.last_rx + self.cfg.idle_timeout {
             self.close_with(CloseReason::TimedOut, None);
         } else if self.state == State::Handshaking
             && self.role == Role::Client

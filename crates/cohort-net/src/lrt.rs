@@ -1,0 +1,576 @@
+//! `LrtSocket`: one LRT connection over a UDP socket.
+
+use crate::secure::{Secure, SecureError};
+use crate::timer::TimerFd;
+use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection, SendError, State};
+use cohort_time::Clock;
+use mio::net::UdpSocket;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const SOCKET: Token = Token(0);
+const TIMER: Token = Token(1);
+const WAKE: Token = Token(2);
+
+/// How to open a socket.
+#[derive(Debug, Clone)]
+pub struct SocketConfig {
+    pub lrt: lrt::Config,
+    /// The team secret every member holds; keys are derived from it.
+    pub team_secret: Vec<u8>,
+    pub team_id: u32,
+    /// This endpoint's sender ID within the team (frame nonces are unique per sender).
+    pub sender_id: u32,
+    /// DSCP code point for outgoing datagrams (0..=63), e.g. 46 (EF) for control traffic.
+    pub dscp: Option<u8>,
+    /// Linux `SO_PRIORITY` (0..=6 without CAP_NET_ADMIN), which picks the Wi-Fi access category.
+    pub priority: Option<u32>,
+}
+
+impl SocketConfig {
+    /// A configuration with default LRT parameters.
+    pub fn new(team_secret: impl Into<Vec<u8>>, team_id: u32, sender_id: u32) -> Self {
+        SocketConfig {
+            lrt: lrt::Config::default(),
+            team_secret: team_secret.into(),
+            team_id,
+            sender_id,
+            dscp: None,
+            priority: None,
+        }
+    }
+}
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum NetError {
+    #[error("socket: {0}")]
+    Io(#[from] io::Error),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("connection closed: {0:?}")]
+    Closed(CloseReason),
+    #[error("message of {0} bytes: messages are 1 byte to 16 MiB")]
+    MessageSize(usize),
+    #[error("send buffer full")]
+    WouldBlock,
+    #[error("timed out")]
+    TimedOut,
+}
+
+/// Counters of the socket, besides the connection's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SocketStats {
+    pub conn: ConnStats,
+    pub datagrams_sent: u64,
+    pub wire_bytes_sent: u64,
+    pub datagrams_received: u64,
+    pub wire_bytes_received: u64,
+    /// Datagrams that failed authentication or replay checks (counted by reason in `secure`).
+    pub rejected_frames: u64,
+    /// Authenticated datagrams from a sender other than the connected peer.
+    pub foreign_sender: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    conn: Connection,
+    secure: Secure,
+    peer: Option<(SocketAddr, u32)>,
+    stats: SocketStats,
+    shutdown: bool,
+}
+
+#[derive(Debug)]
+struct Shared {
+    inner: Mutex<Inner>,
+    changed: Condvar,
+    /// Bumped at every change the driver reports; async waiters compare against it.
+    generation: AtomicU64,
+    /// Tasks waiting in `send_async` / `recv_async`.
+    tasks: Mutex<Vec<std::task::Waker>>,
+    waker: Waker,
+    clock: Clock,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wakes blocking and async waiters.
+    fn notify(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        self.changed.notify_all();
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in tasks {
+            t.wake();
+        }
+    }
+}
+
+/// A coded-transport connection over UDP. See the [crate docs](crate).
+#[derive(Debug)]
+pub struct LrtSocket {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    local: SocketAddr,
+}
+
+fn bind(addr: SocketAddr, cfg: &SocketConfig) -> Result<std::net::UdpSocket, NetError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if let Some(dscp) = cfg.dscp {
+        if dscp > 63 {
+            return Err(NetError::Config(format!("dscp {dscp} exceeds 63")));
+        }
+        if addr.is_ipv4() {
+            s.set_tos_v4(u32::from(dscp) << 2)?;
+        } else {
+            s.set_tclass_v6(u32::from(dscp) << 2)?;
+        }
+    }
+    if let Some(p) = cfg.priority {
+        s.set_priority(p)?;
+    }
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
+impl LrtSocket {
+    fn start(
+        std_sock: std::net::UdpSocket,
+        conn: Connection,
+        cfg: &SocketConfig,
+        peer: Option<SocketAddr>,
+    ) -> Result<Self, NetError> {
+        let local = std_sock.local_addr()?;
+        let mut sock = UdpSocket::from_std(std_sock);
+        let poll = Poll::new()?;
+        let timer = TimerFd::new()?;
+        poll.registry()
+            .register(&mut sock, SOCKET, Interest::READABLE)?;
+        poll.registry()
+            .register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
+        let waker = Waker::new(poll.registry(), WAKE)?;
+        let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
+            .map_err(|e| NetError::Config(e.to_string()))?;
+        let secure = Secure::new(key, cfg.sender_id);
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner {
+                conn,
+                secure,
+                peer: peer.map(|a| (a, u32::MAX)),
+                stats: SocketStats::default(),
+                shutdown: false,
+            }),
+            changed: Condvar::new(),
+            generation: AtomicU64::new(0),
+            tasks: Mutex::new(Vec::new()),
+            waker,
+            clock: Clock::start(),
+        });
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("cohort-lrt".into())
+            .spawn(move || {
+                if let Err(e) = drive(&s2, poll, sock, timer) {
+                    tracing::error!(%e, "lrt driver stopped");
+                }
+                s2.lock().shutdown = true;
+                s2.notify();
+            })?;
+        Ok(LrtSocket {
+            shared,
+            thread: Some(thread),
+            local,
+        })
+    }
+
+    /// Connects to `peer` and waits for the handshake to finish.
+    pub fn connect(peer: SocketAddr, cfg: SocketConfig) -> Result<Self, NetError> {
+        let any: SocketAddr = if peer.is_ipv4() {
+            "0.0.0.0:0"
+        } else {
+            "[::]:0"
+        }
+        .parse()
+        .map_err(|_| NetError::Config("address".into()))?;
+        let sock = bind(any, &cfg)?;
+        let clock_now = cohort_time::Instant::ZERO;
+        let conn_id = u64::from(cfg.sender_id) << 32 | u64::from(std::process::id());
+        let conn = Connection::connect(cfg.lrt.clone(), conn_id, clock_now)
+            .map_err(|e| NetError::Config(e.to_string()))?;
+        let s = Self::start(sock, conn, &cfg, Some(peer))?;
+        s.wait_connected(None)?;
+        Ok(s)
+    }
+
+    /// Binds `addr` and returns at once; a peer's HELLO will connect it (see
+    /// [`wait_connected`](Self::wait_connected)). Until then `local_addr` tells the port.
+    pub fn listen(addr: SocketAddr, cfg: SocketConfig) -> Result<Self, NetError> {
+        let sock = bind(addr, &cfg)?;
+        let conn = Connection::accept(cfg.lrt.clone(), cohort_time::Instant::ZERO)
+            .map_err(|e| NetError::Config(e.to_string()))?;
+        Self::start(sock, conn, &cfg, None)
+    }
+
+    /// Waits (up to `timeout`, or forever) until the handshake is done.
+    pub fn wait_connected(&self, timeout: Option<Duration>) -> Result<(), NetError> {
+        self.wait_for(timeout, |i| i.conn.state() != &State::Handshaking)?;
+        match self.shared.lock().conn.state() {
+            State::Closed(r) => Err(NetError::Closed(r.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Binds `addr` and waits (up to `timeout`, or forever) for one peer to connect.
+    pub fn accept(
+        addr: SocketAddr,
+        cfg: SocketConfig,
+        timeout: Option<Duration>,
+    ) -> Result<Self, NetError> {
+        let s = Self::listen(addr, cfg)?;
+        s.wait_connected(timeout)?;
+        Ok(s)
+    }
+
+    /// Waits until `done` holds (or the driver stopped); `TimedOut` after `timeout`.
+    fn wait_for(
+        &self,
+        timeout: Option<Duration>,
+        mut done: impl FnMut(&mut Inner) -> bool,
+    ) -> Result<(), NetError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut g = self.shared.lock();
+        while !done(&mut g) {
+            if g.shutdown {
+                return Err(match g.conn.state() {
+                    State::Closed(r) => NetError::Closed(r.clone()),
+                    _ => NetError::Io(io::Error::other("driver stopped")),
+                });
+            }
+            g = match deadline {
+                None => self
+                    .shared
+                    .changed
+                    .wait(g)
+                    .unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(NetError::TimedOut);
+                    }
+                    self.shared
+                        .changed
+                        .wait_timeout(g, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+        Ok(())
+    }
+
+    /// Queues a message without blocking.
+    pub fn try_send(&self, msg: &[u8]) -> Result<(), NetError> {
+        let r = self.shared.lock().conn.send(msg);
+        match r {
+            Ok(()) => {
+                self.shared.waker.wake()?;
+                Ok(())
+            }
+            Err(SendError::WouldBlock) => Err(NetError::WouldBlock),
+            Err(SendError::Size(n)) => Err(NetError::MessageSize(n)),
+            Err(SendError::Closed(r)) => Err(NetError::Closed(r)),
+        }
+    }
+
+    /// Queues a message, waiting while the send buffer is full.
+    pub fn send(&self, msg: &[u8]) -> Result<(), NetError> {
+        loop {
+            match self.try_send(msg) {
+                Err(NetError::WouldBlock) => self.wait_for(None, |i| {
+                    i.conn.send_queued_bytes() < i.conn.config().send_buffer_bytes / 2
+                })?,
+                other => return other,
+            }
+        }
+    }
+
+    /// The next message without blocking.
+    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, NetError> {
+        let r = self.shared.lock().conn.recv();
+        let m = r.map_err(|lrt::RecvError::Closed(r)| NetError::Closed(r))?;
+        if m.is_some() {
+            // Room in the receive buffer may let more symbols be released and acknowledged.
+            self.shared.waker.wake()?;
+        }
+        Ok(m)
+    }
+
+    /// The next message, waiting up to `timeout` (forever with `None`).
+    pub fn recv_timeout(&self, timeout: Option<Duration>) -> Result<Vec<u8>, NetError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        loop {
+            if let Some(m) = self.try_recv()? {
+                return Ok(m);
+            }
+            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+            if left.is_some_and(|l| l.is_zero()) {
+                return Err(NetError::TimedOut);
+            }
+            let mut g = self.shared.lock();
+            if g.shutdown {
+                return Err(NetError::Io(io::Error::other("driver stopped")));
+            }
+            // Re-check under the lock so a message that just arrived is not missed.
+            match g.conn.recv() {
+                Ok(Some(m)) => return Ok(m),
+                Ok(None) => {}
+                Err(lrt::RecvError::Closed(r)) => return Err(NetError::Closed(r)),
+            }
+            g = match left {
+                None => self
+                    .shared
+                    .changed
+                    .wait(g)
+                    .unwrap_or_else(|p| p.into_inner()),
+                Some(l) => {
+                    self.shared
+                        .changed
+                        .wait_timeout(g, l)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+            drop(g);
+        }
+    }
+
+    /// The next message, waiting as long as it takes.
+    pub fn recv(&self) -> Result<Vec<u8>, NetError> {
+        self.recv_timeout(None)
+    }
+
+    /// Async `send`: resolves once the message is queued. Works on any executor: the driver
+    /// thread wakes the task.
+    pub async fn send_async(&self, msg: &[u8]) -> Result<(), NetError> {
+        loop {
+            let seen = self.shared.generation.load(Ordering::Acquire);
+            match self.try_send(msg) {
+                Err(NetError::WouldBlock) => self.changed_since(seen).await?,
+                other => return other,
+            }
+        }
+    }
+
+    /// Async `recv`.
+    pub async fn recv_async(&self) -> Result<Vec<u8>, NetError> {
+        loop {
+            let seen = self.shared.generation.load(Ordering::Acquire);
+            if let Some(m) = self.try_recv()? {
+                return Ok(m);
+            }
+            self.changed_since(seen).await?;
+        }
+    }
+
+    /// Resolves once the driver reports a change after generation `seen`.
+    async fn changed_since(&self, seen: u64) -> Result<(), NetError> {
+        std::future::poll_fn(|cx| {
+            if self.shared.generation.load(Ordering::Acquire) != seen {
+                return std::task::Poll::Ready(Ok(()));
+            }
+            if self.shared.lock().shutdown {
+                return std::task::Poll::Ready(Err(NetError::Io(io::Error::other(
+                    "driver stopped",
+                ))));
+            }
+            self.shared
+                .tasks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(cx.waker().clone());
+            // A change between the first check and the registration would be missed otherwise.
+            if self.shared.generation.load(Ordering::Acquire) != seen {
+                std::task::Poll::Ready(Ok(()))
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Waits until everything sent so far has been seen by the peer.
+    pub fn flush(&self, timeout: Option<Duration>) -> Result<(), NetError> {
+        self.wait_for(timeout, |i| {
+            matches!(i.conn.state(), State::Closed(_))
+                || (i.conn.send_queued_bytes() == 0 && i.conn.unacked_symbols() == 0)
+        })?;
+        match self.shared.lock().conn.state() {
+            State::Closed(r) => Err(NetError::Closed(r.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> SocketStats {
+        let g = self.shared.lock();
+        let mut s = g.stats;
+        s.conn = g.conn.stats();
+        s.rejected_frames = g.secure.rejected();
+        s
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn peer_addr(&self) -> Option<SocketAddr> {
+        self.shared.lock().peer.map(|p| p.0)
+    }
+
+    /// Closes the connection (the peer is told) and stops the driver.
+    pub fn close(mut self) {
+        self.stop(true);
+    }
+
+    fn stop(&mut self, close: bool) {
+        {
+            let mut g = self.shared.lock();
+            if close {
+                g.conn.close();
+            }
+        }
+        let _ = self.shared.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for LrtSocket {
+    fn drop(&mut self) {
+        self.stop(true);
+    }
+}
+
+fn drive(shared: &Shared, mut poll: Poll, sock: UdpSocket, timer: TimerFd) -> Result<(), NetError> {
+    let mut events = Events::with_capacity(64);
+    let mut plain = vec![0u8; 70_000];
+    let mut wire = vec![0u8; 70_000];
+    loop {
+        {
+            let mut g = shared.lock();
+            let now = shared.clock.now();
+            g.conn.handle_timeout(now);
+            transmit(&mut g, &sock, now, &mut plain, &mut wire)?;
+            // A closed connection has sent its CLOSE (best effort, once) in `transmit`.
+            let closed = matches!(g.conn.state(), State::Closed(_));
+            if closed {
+                drop(g);
+                shared.notify();
+                return Ok(());
+            }
+            let deadline = g.conn.poll_timeout().map(|t| shared.clock.to_std(t));
+            timer.set(deadline)?;
+        }
+        shared.notify();
+        match poll.poll(&mut events, None) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+        for ev in events.iter() {
+            match ev.token() {
+                TIMER => {
+                    timer.acknowledge();
+                }
+                SOCKET => receive(shared, &sock, &mut wire)?,
+                _ => {}
+            }
+        }
+        if shared.lock().shutdown {
+            return Ok(());
+        }
+    }
+}
+
+fn transmit(
+    g: &mut Inner,
+    sock: &UdpSocket,
+    now: cohort_time::Instant,
+    plain: &mut [u8],
+    wire: &mut [u8],
+) -> Result<(), NetError> {
+    let Some((peer, _)) = g.peer else {
+        return Ok(());
+    };
+    loop {
+        let pn = g.secure.next_pn();
+        let Some(n) = g.conn.poll_transmit(now, pn, plain) else {
+            return Ok(());
+        };
+        let len = match g.secure.seal(&plain[..n], wire) {
+            Ok(len) => len,
+            Err(SecureError::Exhausted) => {
+                g.conn.close();
+                return Ok(());
+            }
+            Err(e) => return Err(NetError::Io(io::Error::other(e.to_string()))),
+        };
+        match sock.send_to(&wire[..len], peer) {
+            Ok(_) => {
+                g.stats.datagrams_sent += 1;
+                g.stats.wire_bytes_sent += len as u64;
+            }
+            // A full socket buffer or a transient route error is a lost datagram: coding
+            // repairs it like any other loss.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) => tracing::debug!(%e, "lrt: send_to failed"),
+        }
+    }
+}
+
+fn receive(shared: &Shared, sock: &UdpSocket, buf: &mut [u8]) -> Result<(), NetError> {
+    loop {
+        let (n, from) = match sock.recv_from(buf) {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            // ICMP errors (e.g. port unreachable) surface here on Linux; the idle timeout
+            // decides whether the peer is gone.
+            Err(e) => {
+                tracing::debug!(%e, "lrt: recv_from");
+                continue;
+            }
+        };
+        let mut g = shared.lock();
+        g.stats.datagrams_received += 1;
+        g.stats.wire_bytes_received += n as u64;
+        let Ok((sender, pn, payload)) = g.secure.open(&mut buf[..n]) else {
+            continue;
+        };
+        let payload = payload.to_vec();
+        match g.peer {
+            Some((addr, id)) if id == u32::MAX && addr == from => g.peer = Some((addr, sender)),
+            Some((_, id)) if id == sender => {}
+            None => g.peer = Some((from, sender)),
+            Some(_) => {
+                g.stats.foreign_sender += 1;
+                continue;
+            }
+        }
+        let now = shared.clock.now();
+        g.conn.handle_packet(now, pn, &payload);
+    }
+}

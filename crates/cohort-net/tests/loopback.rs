@@ -1,0 +1,104 @@
+//! Real sockets on loopback: the runtime drives LRT end to end.
+
+use cohort_net::{LrtSocket, NetError, SocketConfig};
+use cohort_proto::lrt::CloseReason;
+use std::time::Duration;
+
+const SECRET: &[u8] = b"loopback test team secret";
+
+fn cfg(sender: u32) -> SocketConfig {
+    let mut c = SocketConfig::new(SECRET, 9, sender);
+    c.dscp = Some(46);
+    c
+}
+
+fn msg(i: u32, len: usize) -> Vec<u8> {
+    let mut m = vec![(i % 251) as u8; len.max(4)];
+    m[..4].copy_from_slice(&i.to_be_bytes());
+    m
+}
+
+#[test]
+fn messages_cross_loopback_in_order_exactly_once() {
+    let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let addr = server.local_addr();
+    let client = std::thread::spawn(move || {
+        let c = LrtSocket::connect(addr, cfg(2)).unwrap();
+        for i in 0..2000u32 {
+            c.send(&msg(i, 1 + (i as usize * 37) % 3000)).unwrap();
+        }
+        c.flush(Some(Duration::from_secs(20))).unwrap();
+        c.stats()
+    });
+    server
+        .wait_connected(Some(Duration::from_secs(10)))
+        .unwrap();
+    for i in 0..2000u32 {
+        let m = server.recv_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(m, msg(i, 1 + (i as usize * 37) % 3000), "message {i}");
+    }
+    let cs = client.join().unwrap();
+    assert_eq!(cs.conn.messages_sent, 2000);
+    assert!(cs.datagrams_sent >= cs.conn.source_sent);
+    let ss = server.stats();
+    assert_eq!(ss.conn.messages_received, 2000);
+    assert_eq!(ss.rejected_frames, 0);
+}
+
+#[test]
+fn wrong_team_key_cannot_connect_and_is_counted() {
+    let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let mut bad = SocketConfig::new(b"not the team secret at all".to_vec(), 9, 2);
+    bad.lrt.handshake_timeout = Duration::from_millis(600);
+    let err = LrtSocket::connect(server.local_addr(), bad).unwrap_err();
+    assert!(
+        matches!(err, NetError::Closed(CloseReason::HandshakeTimedOut)),
+        "{err:?}"
+    );
+    assert!(
+        server.stats().rejected_frames >= 2,
+        "every forged HELLO is counted"
+    );
+    assert!(matches!(
+        server.wait_connected(Some(Duration::from_millis(10))),
+        Err(NetError::TimedOut)
+    ));
+}
+
+#[test]
+fn async_api_and_peer_close() {
+    let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let addr = server.local_addr();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let client = LrtSocket::connect(addr, cfg(2)).unwrap();
+    rt.block_on(async {
+        for i in 0..100 {
+            client.send_async(&msg(i, 500)).await.unwrap();
+        }
+        for i in 0..100 {
+            assert_eq!(server.recv_async().await.unwrap(), msg(i, 500));
+        }
+    });
+    client.close();
+    let e = server
+        .recv_timeout(Some(Duration::from_secs(5)))
+        .unwrap_err();
+    assert!(matches!(e, NetError::Closed(CloseReason::Peer(0))), "{e:?}");
+}
+
+#[test]
+fn bad_configuration_is_an_error() {
+    let mut c = cfg(1);
+    c.dscp = Some(64);
+    assert!(matches!(
+        LrtSocket::listen("127.0.0.1:0".parse().unwrap(), c),
+        Err(NetError::Config(_))
+    ));
+    let short = SocketConfig::new(b"short".to_vec(), 1, 1);
+    assert!(matches!(
+        LrtSocket::listen("127.0.0.1:0".parse().unwrap(), short),
+        Err(NetError::Config(_))
+    ));
+}
