@@ -1,20 +1,19 @@
 //! The block-RLNC scheme seed 004 §IV-B compares LRT with, as a sans-IO sender/receiver pair.
 //!
-//! Source symbols are sent as soon as they are cut (the code is systematic, as LRT's is), and
-//! the symbols accumulated during one timing cycle (10 ms in the paper) form a block. When the
-//! cycle ends, the block is closed and `ceil(k * r)` repair symbols over the whole block
-//! follow, `r` matched to the loss the acknowledgements reveal with the same rule LRT uses.
-//! The receiver acknowledges each block's rank; a block not fully decoded one probe timeout
-//! after its last repair gets as many further repairs as it still lacks, so delivery is
-//! reliable. Messages are released in order across blocks. Packets use the LRT formats (the
-//! block number is the coder ID), so both schemes pay the same header bytes.
+//! The source symbols accumulated during one timing cycle (10 ms in the paper) form a block.
+//! When the cycle ends the block is encoded: its `k` source symbols (systematic) and then
+//! `ceil(k * r)` repair symbols over the whole block are sent, every one carrying the block
+//! number and `k`, with `r` matched to the loss the acknowledgements reveal by the same rule
+//! LRT uses. The receiver acknowledges each block's rank; a block not fully decoded one probe
+//! timeout after its last repair gets as many further repairs as it still lacks, so delivery
+//! is reliable. Messages are released in order across blocks. Symbol headers are as long as
+//! LRT's (12 bytes) and acknowledgements use LRT's format, so both pay the same header bytes.
 
 use cohort_coding::{CoderConfig, Decoder, Encoder, RepairInfo};
 use cohort_proto::lrt::pace::{LossEstimator, RttEstimator};
 use cohort_proto::lrt::stream::{Divider, Reassembler};
 use cohort_time::Instant;
 use cohort_wire::lrt::{AckRepr, LrtRepr};
-use cohort_wire::symbol::{SymbolKind, SymbolRepr};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ pub struct BlockConfig {
     /// Largest block; a cycle with more symbols closes early.
     pub max_block: usize,
     pub redundancy_min: f64,
-    pub redundancy_margin: f64,
+    pub redundancy_spread: f64,
 }
 
 impl Default for BlockConfig {
@@ -36,9 +35,49 @@ impl Default for BlockConfig {
             symbol_size: 1200,
             cycle: Duration::from_millis(10),
             max_block: 1024,
-            redundancy_min: 0.05,
-            redundancy_margin: 1.0,
+            redundancy_min: 0.02,
+            redundancy_spread: 0.6,
         }
+    }
+}
+
+/// A block symbol's header: kind (0 source, 1 repair), block, index, block size, repair key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct BlockHeader {
+    repair: bool,
+    block: u16,
+    index: u32,
+    k: u16,
+    key: u16,
+}
+
+const HEADER: usize = 12;
+
+impl BlockHeader {
+    fn emit(&self, payload: &[u8], buf: &mut [u8]) -> Option<usize> {
+        let b = buf.get_mut(..HEADER + payload.len())?;
+        b[0] = u8::from(self.repair);
+        b[1] = 0;
+        b[2..4].copy_from_slice(&self.block.to_be_bytes());
+        b[4..8].copy_from_slice(&self.index.to_be_bytes());
+        b[8..10].copy_from_slice(&self.k.to_be_bytes());
+        b[10..12].copy_from_slice(&self.key.to_be_bytes());
+        b[HEADER..].copy_from_slice(payload);
+        Some(b.len())
+    }
+
+    fn parse(b: &[u8]) -> Option<(Self, &[u8])> {
+        if b.len() < HEADER || b[0] > 1 {
+            return None;
+        }
+        let h = BlockHeader {
+            repair: b[0] == 1,
+            block: u16::from_be_bytes([b[2], b[3]]),
+            index: u32::from_be_bytes([b[4], b[5], b[6], b[7]]),
+            k: u16::from_be_bytes([b[8], b[9]]),
+            key: u16::from_be_bytes([b[10], b[11]]),
+        };
+        Some((h, &b[HEADER..]))
     }
 }
 
@@ -47,6 +86,8 @@ struct TxBlock {
     enc: Encoder,
     lens: Vec<u16>,
     closed: bool,
+    /// Source symbols of a closed block not yet sent.
+    sources_due: u64,
     repairs_due: u64,
     last_repair: Instant,
     acked_seen: u64,
@@ -90,14 +131,11 @@ impl BlockSender {
     }
 
     fn redundancy(&self) -> f64 {
-        self.loss.loss() * (1.0 + self.cfg.redundancy_margin) + self.cfg.redundancy_min
+        cohort_proto::lrt::pace::redundancy(self.loss.loss(), self.cfg.redundancy_spread, self.cfg.redundancy_min, 1.0)
     }
 
     fn coder_cfg(&self) -> CoderConfig {
-        CoderConfig {
-            symbol_size: self.cfg.symbol_size,
-            max_window: self.cfg.max_block,
-        }
+        CoderConfig { symbol_size: self.cfg.symbol_size, max_window: self.cfg.max_block }
     }
 
     fn close_current(&mut self, now: Instant) {
@@ -106,6 +144,7 @@ impl BlockSender {
             && !b.closed
         {
             b.closed = true;
+            b.sources_due = b.enc.rank();
             b.repairs_due += (b.enc.rank() as f64 * r).ceil() as u64;
             b.last_repair = now;
         }
@@ -138,13 +177,15 @@ impl BlockSender {
         if self.cycle_end.is_some_and(|e| now >= e) {
             self.close_current(now);
         }
-        if !self.divider.is_empty() {
+        // Accumulate: cut queued messages into the open block's symbols.
+        while !self.divider.is_empty() {
             if self.cycle_end.is_none() {
                 let enc = Encoder::new(self.coder_cfg()).ok()?;
                 let tx = TxBlock {
                     enc,
                     lens: vec![],
                     closed: false,
+                    sources_due: 0,
                     repairs_due: 0,
                     last_repair: now,
                     acked_seen: 0,
@@ -156,28 +197,25 @@ impl BlockSender {
             let id = self.next_block.wrapping_sub(1);
             self.divider.next_symbol(&mut self.sym);
             let b = self.blocks.get_mut(&id)?;
-            let index = b.enc.push(&self.sym).ok()? as u32;
+            b.enc.push(&self.sym).ok()?;
             b.lens.push(self.sym.len() as u16);
-            let full = b.enc.is_full();
-            let header = SymbolRepr {
-                coder: id,
-                kind: SymbolKind::Source { index },
-            };
-            let n = LrtRepr::Symbol {
-                header,
-                payload: &self.sym,
-            }
-            .emit(buf);
-            if full {
+            if b.enc.is_full() {
                 self.close_current(now);
             }
-            return n;
         }
         let probe = self.rtt.probe_timeout();
         for (&id, b) in self.blocks.iter_mut().filter(|(_, b)| b.closed) {
+            let k = b.enc.rank();
+            if b.sources_due > 0 {
+                let index = k - b.sources_due;
+                b.sources_due -= 1;
+                let h = BlockHeader { repair: false, block: id, index: index as u32, k: k as u16, key: 0 };
+                let sym = b.enc.source(index)?;
+                return h.emit(&sym[..usize::from(b.lens[index as usize])], buf);
+            }
             if b.repairs_due == 0 && now >= b.last_repair + probe {
                 // Still not decoded a probe timeout after the last repair: send what it lacks.
-                b.repairs_due = (b.enc.rank() - b.acked_seen).max(1);
+                b.repairs_due = (k - b.acked_seen).max(1);
             }
             if b.repairs_due > 0 {
                 b.repairs_due -= 1;
@@ -185,19 +223,8 @@ impl BlockSender {
                 self.sym.resize(self.cfg.symbol_size, 0);
                 let info = b.enc.repair(&mut self.sym).ok()?;
                 let used = usize::from(b.lens.iter().copied().max().unwrap_or(0));
-                let header = SymbolRepr {
-                    coder: id,
-                    kind: SymbolKind::Repair {
-                        first: info.first as u32,
-                        count: info.count,
-                        key: info.key,
-                    },
-                };
-                return LrtRepr::Symbol {
-                    header,
-                    payload: &self.sym[..used],
-                }
-                .emit(buf);
+                let h = BlockHeader { repair: true, block: id, index: 0, k: info.count, key: info.key };
+                return h.emit(&self.sym[..used], buf);
             }
         }
         None
@@ -235,7 +262,7 @@ impl BlockSender {
 #[derive(Debug)]
 struct RxBlock {
     dec: Decoder,
-    /// Block size once a repair (which covers the whole block) told it.
+    /// Block size, from any of its symbols.
     k: Option<u64>,
     ack: bool,
 }
@@ -270,46 +297,29 @@ impl BlockReceiver {
     }
 
     pub fn handle_packet(&mut self, pn: u64, bytes: &[u8]) {
-        let Ok(LrtRepr::Symbol { header, payload }) = LrtRepr::parse(bytes) else {
-            return;
-        };
+        let Some((h, payload)) = BlockHeader::parse(bytes) else { return };
         self.highest_pn = self.highest_pn.max(pn);
         self.rx_data += 1;
-        if header.coder.wrapping_sub(self.next) >= 0x8000 {
-            self.done_acks.push_back(header.coder);
+        if h.block.wrapping_sub(self.next) >= 0x8000 {
+            self.done_acks.push_back(h.block);
             return;
         }
-        let cfg = CoderConfig {
-            symbol_size: self.cfg.symbol_size,
-            max_window: self.cfg.max_block,
-        };
-        let Some(b) = (match self.blocks.entry(header.coder) {
+        let cfg = CoderConfig { symbol_size: self.cfg.symbol_size, max_window: self.cfg.max_block };
+        let Some(b) = (match self.blocks.entry(h.block) {
             std::collections::btree_map::Entry::Occupied(o) => Some(o.into_mut()),
-            std::collections::btree_map::Entry::Vacant(v) => Decoder::new(cfg).ok().map(|dec| {
-                v.insert(RxBlock {
-                    dec,
-                    k: None,
-                    ack: false,
-                })
-            }),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                Decoder::new(cfg).ok().map(|dec| v.insert(RxBlock { dec, k: None, ack: false }))
+            }
         }) else {
             return;
         };
-        let _ = match header.kind {
-            SymbolKind::Source { index } => b.dec.push_source(u64::from(index), payload),
-            SymbolKind::Repair { first, count, key } => {
-                b.k = Some(u64::from(first) + u64::from(count));
-                self.padded[..payload.len()].copy_from_slice(payload);
-                self.padded[payload.len()..].fill(0);
-                b.dec.push_repair(
-                    RepairInfo {
-                        first: u64::from(first),
-                        count,
-                        key,
-                    },
-                    &self.padded,
-                )
-            }
+        b.k = Some(u64::from(h.k));
+        let _ = if h.repair {
+            self.padded[..payload.len()].copy_from_slice(payload);
+            self.padded[payload.len()..].fill(0);
+            b.dec.push_repair(RepairInfo { first: 0, count: h.k, key: h.key }, &self.padded)
+        } else {
+            b.dec.push_source(u64::from(h.index), payload)
         };
         b.ack = true;
         self.release();
@@ -339,14 +349,7 @@ impl BlockReceiver {
             b.ack = false;
             (id, false, b.dec.seen() as u32, b.dec.next_release() as u32)
         };
-        let ack = AckRepr {
-            coder,
-            full_rank,
-            seen,
-            released,
-            echo_pn: self.highest_pn,
-            rx_data: self.rx_data,
-        };
+        let ack = AckRepr { coder, full_rank, seen, released, echo_pn: self.highest_pn, rx_data: self.rx_data };
         LrtRepr::Ack(ack).emit(buf)
     }
 }

@@ -115,21 +115,14 @@ fn kernel_figures(k: Kernel, p: &CodingParams, rng: &mut ChaCha8Rng) -> KernelFi
     });
     let axpy = gbps(n * INNER, median(&mut t));
     let srcs: Vec<Vec<u8>> = (0..64).map(|_| random_bytes(rng, n)).collect();
-    let terms: Vec<(u8, &[u8])> = srcs
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (i as u8 | 2, &s[..]))
-        .collect();
+    let terms: Vec<(u8, &[u8])> = srcs.iter().enumerate().map(|(i, s)| (i as u8 | 2, &s[..])).collect();
     let mut t = time_reps(p.min_time / 4, 5, || {
         for _ in 0..INNER / 16 {
             k.combine(&mut dst, &terms);
         }
     });
     let combine = gbps(n * 64 * (INNER / 16), median(&mut t));
-    KernelFigures {
-        axpy_gbps: round(axpy, 2),
-        combine64_gbps: round(combine, 2),
-    }
+    KernelFigures { axpy_gbps: round(axpy, 2), combine64_gbps: round(combine, 2) }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -149,10 +142,7 @@ struct Trace {
 }
 
 fn record(p: &CodingParams, data: &[Vec<u8>]) -> Trace {
-    let cfg = CoderConfig {
-        symbol_size: p.symbol_size,
-        max_window: p.window,
-    };
+    let cfg = CoderConfig { symbol_size: p.symbol_size, max_window: p.window };
     let mut enc = Encoder::new(cfg).expect("valid config");
     let mut dec = Decoder::new(cfg).expect("valid config");
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0x5EED);
@@ -183,9 +173,7 @@ fn record(p: &CodingParams, data: &[Vec<u8>]) -> Trace {
         } else {
             steps.push((pending_ack.take(), Action::Idle));
             feedback.push_back((dec.seen(), dec.next_release()));
-            pending_ack = (feedback.len() > p.ack_lag)
-                .then(|| feedback.pop_front())
-                .flatten();
+            pending_ack = (feedback.len() > p.ack_lag).then(|| feedback.pop_front()).flatten();
             continue;
         };
         steps.push((pending_ack.take(), action));
@@ -211,31 +199,18 @@ fn record(p: &CodingParams, data: &[Vec<u8>]) -> Trace {
             }
         }
         while let Some((i, sym)) = dec.pop() {
-            assert_eq!(
-                sym,
-                &data[i as usize][..],
-                "decoded symbol {i} differs from the source"
-            );
+            assert_eq!(sym, &data[i as usize][..], "decoded symbol {i} differs from the source");
         }
         feedback.push_back((dec.seen(), dec.next_release()));
-        pending_ack = (feedback.len() > p.ack_lag)
-            .then(|| feedback.pop_front())
-            .flatten();
+        pending_ack = (feedback.len() > p.ack_lag).then(|| feedback.pop_front()).flatten();
     }
     s.recovered = dec.stats().recovered;
     s.released_in_order = dec.stats().released;
-    Trace {
-        steps,
-        received,
-        stream: s,
-    }
+    Trace { steps, received, stream: s }
 }
 
 fn replay_encoder(p: &CodingParams, data: &[Vec<u8>], trace: &Trace) {
-    let cfg = CoderConfig {
-        symbol_size: p.symbol_size,
-        max_window: p.window,
-    };
+    let cfg = CoderConfig { symbol_size: p.symbol_size, max_window: p.window };
     let mut enc = Encoder::new(cfg).expect("valid config");
     let mut buf = vec![0u8; p.symbol_size];
     for &(ack, action) in &trace.steps {
@@ -255,10 +230,7 @@ fn replay_encoder(p: &CodingParams, data: &[Vec<u8>], trace: &Trace) {
 }
 
 fn replay_decoder(p: &CodingParams, trace: &Trace) -> u64 {
-    let cfg = CoderConfig {
-        symbol_size: p.symbol_size,
-        max_window: p.window,
-    };
+    let cfg = CoderConfig { symbol_size: p.symbol_size, max_window: p.window };
     let mut dec = Decoder::new(cfg).expect("valid config");
     let mut released = 0;
     for (info, i, payload) in &trace.received {
@@ -288,10 +260,7 @@ fn rlnc_decode_gbps(p: &CodingParams, rng: &mut ChaCha8Rng) -> f64 {
             }
             let _ = d.decode(piece);
         }
-        assert!(
-            d.is_already_decoded(),
-            "rlnc: 80 random pieces did not reach full rank"
-        );
+        assert!(d.is_already_decoded(), "rlnc: 80 random pieces did not reach full rank");
     });
     gbps(K * p.symbol_size, median(&mut t))
 }
@@ -300,14 +269,10 @@ fn rlnc_decode_gbps(p: &CodingParams, rng: &mut ChaCha8Rng) -> f64 {
 /// and the rlnc crate's normal case.
 fn block_decode_gbps(p: &CodingParams, rng: &mut ChaCha8Rng) -> f64 {
     const K: usize = 64;
-    let cfg = CoderConfig {
-        symbol_size: p.symbol_size,
-        max_window: K,
-    };
+    let cfg = CoderConfig { symbol_size: p.symbol_size, max_window: K };
     let mut enc = Encoder::new(cfg).expect("valid config");
     for _ in 0..K {
-        enc.push(&random_bytes(rng, p.symbol_size))
-            .expect("room for one window");
+        enc.push(&random_bytes(rng, p.symbol_size)).expect("room for one window");
     }
     let repairs: Vec<(RepairInfo, Vec<u8>)> = (0..K + 16)
         .map(|_| {
@@ -343,19 +308,13 @@ pub fn run(p: &CodingParams) -> CodingReport {
     let scalar = kernels[&Kernel::SCALAR.to_string()].axpy_gbps;
     let simd = kernels[&best.to_string()].axpy_gbps;
 
-    let data: Vec<Vec<u8>> = (0..p.symbols)
-        .map(|_| random_bytes(&mut rng, p.symbol_size))
-        .collect();
+    let data: Vec<Vec<u8>> = (0..p.symbols).map(|_| random_bytes(&mut rng, p.symbol_size)).collect();
     let trace = record(p, &data);
     let bytes = p.symbols as usize * p.symbol_size;
     let mut te = time_reps(p.min_time, 3, || replay_encoder(p, &data, &trace));
     let encode = gbps(bytes, median(&mut te));
     let mut td = time_reps(p.min_time, 3, || {
-        assert_eq!(
-            replay_decoder(p, &trace),
-            p.symbols,
-            "replayed decoder released everything"
-        );
+        assert_eq!(replay_decoder(p, &trace), p.symbols, "replayed decoder released everything");
     });
     let decode = gbps(bytes, median(&mut td));
     let rlnc = rlnc_decode_gbps(p, &mut rng);
@@ -395,11 +354,7 @@ mod tests {
 
     #[test]
     fn tiny_run_reports_every_figure() {
-        let p = CodingParams {
-            symbols: 300,
-            min_time: Duration::from_millis(1),
-            ..CodingParams::default()
-        };
+        let p = CodingParams { symbols: 300, min_time: Duration::from_millis(1), ..CodingParams::default() };
         let r = run(&p);
         assert_eq!(r.stream.released_in_order, 300);
         assert!(r.stream.packets_lost > 0 && r.stream.recovered > 0);
@@ -412,10 +367,7 @@ mod tests {
             "rlnc_crate_decode_gbps_k64",
             "decode_vs_rlnc_ratio",
         ] {
-            assert!(
-                v[key].as_f64().is_some_and(|x| x > 0.0),
-                "{key} missing or zero"
-            );
+            assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} missing or zero");
         }
     }
 }

@@ -7,4 +7,6 @@
 
 pub mod block;
 pub mod coding;
+pub mod lrt;
+pub mod p2p;
 pub mod stats;

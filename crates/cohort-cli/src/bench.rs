@@ -16,6 +16,8 @@ pub struct BenchArgs {
 enum Which {
     /// GF(2^8) kernels, sliding-window encode/decode, and the `rlnc` crate's decoder.
     Coding(CodingArgs),
+    /// LRT vs seed 004's block-RLNC scheme over a simulated point-to-point link.
+    Lrt(LrtArgs),
     /// Default vs tuned OS configuration (Python `cohort.tune bench`).
     #[command(disable_help_flag = true)]
     Tune {
@@ -46,15 +48,58 @@ struct CodingArgs {
     out: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LossKind {
+    Iid,
+    Ge,
+}
+
+#[derive(Debug, Args)]
+struct LrtArgs {
+    #[arg(long)]
+    json: bool,
+    /// One-way delay of the link.
+    #[arg(long, default_value_t = 50.0)]
+    owd_ms: f64,
+    /// Iid loss probability, or the bad-state loss of the Gilbert-Elliott model.
+    #[arg(long, default_value_t = 0.10)]
+    loss: f64,
+    #[arg(long, value_enum, default_value_t = LossKind::Iid)]
+    loss_model: LossKind,
+    /// Gilbert-Elliott: per-packet probability of going from the good to the bad state.
+    #[arg(long, default_value_t = 0.01)]
+    ge_p_gb: f64,
+    /// Gilbert-Elliott: per-packet probability of going from the bad to the good state.
+    #[arg(long, default_value_t = 0.3)]
+    ge_p_bg: f64,
+    /// Gilbert-Elliott: loss probability in the good state.
+    #[arg(long, default_value_t = 0.0)]
+    ge_loss_good: f64,
+    #[arg(long, default_value_t = 100.0)]
+    rate_mbps: f64,
+    /// Message size in bytes.
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+    #[arg(long, default_value_t = 1.0)]
+    interval_ms: f64,
+    #[arg(long, default_value_t = 20_000)]
+    count: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Messages sent in this first stretch are carried but not measured.
+    #[arg(long, default_value_t = 1000.0)]
+    warmup_ms: f64,
+    /// Also write the JSON here and the delay CDFs next to it (`.png`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     #[error("invalid argument: {0}")]
     Invalid(String),
     #[error("writing {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Write { path: PathBuf, source: std::io::Error },
     #[error(transparent)]
     Python(#[from] python::PythonError),
     #[error("plotting failed; the JSON is at {0}")]
@@ -64,6 +109,7 @@ pub enum BenchError {
 pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
     match args.which {
         Which::Coding(a) => coding(&a),
+        Which::Lrt(a) => lrt(&a),
         Which::Tune { args } => {
             let mut full = vec!["bench".to_string()];
             full.extend(args);
@@ -74,10 +120,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
 
 fn coding(a: &CodingArgs) -> Result<ExitCode, BenchError> {
     if !(0.0..0.9).contains(&a.loss) {
-        return Err(BenchError::Invalid(format!(
-            "--loss {} must be in [0, 0.9)",
-            a.loss
-        )));
+        return Err(BenchError::Invalid(format!("--loss {} must be in [0, 0.9)", a.loss)));
     }
     if a.symbols == 0 {
         return Err(BenchError::Invalid("--symbols must be positive".into()));
@@ -111,18 +154,77 @@ fn coding(a: &CodingArgs) -> Result<ExitCode, BenchError> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn probability(name: &str, p: f64) -> Result<f64, BenchError> {
+    if (0.0..=1.0).contains(&p) { Ok(p) } else { Err(BenchError::Invalid(format!("--{name} {p} must be in [0, 1]"))) }
+}
+
+fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
+    use cohort_bench::p2p::LossModel;
+    let loss = match a.loss_model {
+        LossKind::Iid => LossModel::Iid { p: probability("loss", a.loss)? },
+        LossKind::Ge => LossModel::GilbertElliott {
+            p_gb: probability("ge-p-gb", a.ge_p_gb)?,
+            p_bg: probability("ge-p-bg", a.ge_p_bg)?,
+            loss_good: probability("ge-loss-good", a.ge_loss_good)?,
+            loss_bad: probability("loss", a.loss)?,
+        },
+    };
+    if loss.mean() >= 0.9 {
+        return Err(BenchError::Invalid("mean loss must stay below 0.9".into()));
+    }
+    let positive =
+        [("owd-ms", a.owd_ms >= 0.0), ("rate-mbps", a.rate_mbps > 0.0), ("interval-ms", a.interval_ms > 0.0)];
+    if let Some((name, _)) = positive.iter().find(|(_, ok)| !ok) {
+        return Err(BenchError::Invalid(format!("--{name} must be positive")));
+    }
+    if a.size == 0 || a.size > 16 << 20 || a.count == 0 {
+        return Err(BenchError::Invalid("--size must be 1 B..16 MiB and --count positive".into()));
+    }
+    let p = cohort_bench::lrt::LrtParams {
+        owd_ms: a.owd_ms,
+        loss,
+        rate_mbps: a.rate_mbps,
+        size: a.size,
+        interval_ms: a.interval_ms,
+        count: a.count,
+        seed: a.seed,
+        warmup_ms: a.warmup_ms,
+    };
+    let r = cohort_bench::lrt::run(&p);
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        for (name, f) in [("lrt", &r.lrt), ("block", &r.block)] {
+            println!(
+                "{name:>5}: p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} ms | at OWD {:.1}% | overhead {:.2} | delivered {}/{} in order: {}",
+                f.p50_ms,
+                f.p90_ms,
+                f.p99_ms,
+                f.p999_ms,
+                f.share_at_owd * 100.0,
+                f.overhead,
+                f.delivered,
+                f.sent,
+                f.in_order
+            );
+        }
+        println!("block p99 / lrt p99 = {:.2}; {}", r.p99_ratio_block_over_lrt, r.capacity_note);
+        println!("replay: {}", r.command);
+    }
+    if let Some(path) = &a.out {
+        let mut v = serde_json::to_value(&r).unwrap_or_default();
+        v["cdf"] = serde_json::json!({ "lrt": r.lrt.delays_ms, "block": r.block.delays_ms });
+        write_and_plot(path, &serde_json::to_string(&v).unwrap_or_default(), "lrt")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Writes the JSON report and renders its PNG with `python -m cohort.plot KIND JSON PNG`.
 fn write_and_plot(path: &PathBuf, json: &str, kind: &str) -> Result<(), BenchError> {
-    std::fs::write(path, json).map_err(|source| BenchError::Write {
-        path: path.clone(),
-        source,
-    })?;
+    std::fs::write(path, json).map_err(|source| BenchError::Write { path: path.clone(), source })?;
     let png = path.with_extension("png");
-    let args = [
-        kind.to_string(),
-        path.display().to_string(),
-        png.display().to_string(),
-    ];
+    let args = [kind.to_string(), path.display().to_string(), png.display().to_string()];
     match python::run_module("cohort.plot", &args)? {
         c if c == ExitCode::SUCCESS => Ok(()),
         _ => Err(BenchError::Plot(path.clone())),

@@ -68,15 +68,8 @@ enum Packet {
 }
 
 /// Streams `data` over a lossy link with feedback; returns the bytes delivered and a summary.
-pub fn coded_transfer(
-    data: &[u8],
-    loss: f64,
-    seed: u64,
-) -> Result<(Vec<u8>, TransferSummary), DemoError> {
-    let cfg = CoderConfig {
-        symbol_size: SYMBOL,
-        max_window: WINDOW,
-    };
+pub fn coded_transfer(data: &[u8], loss: f64, seed: u64) -> Result<(Vec<u8>, TransferSummary), DemoError> {
+    let cfg = CoderConfig { symbol_size: SYMBOL, max_window: WINDOW };
     let mut enc = Encoder::new(cfg).map_err(|e| DemoError::Invalid(e.to_string()))?;
     let mut dec = Decoder::new(cfg).map_err(|e| DemoError::Invalid(e.to_string()))?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -85,10 +78,7 @@ pub fn coded_transfer(
     let mut forward: VecDeque<Option<Packet>> = (0..DELAY).map(|_| None).collect();
     let mut backward: VecDeque<Option<(u64, u64)>> = (0..DELAY).map(|_| None).collect();
     let mut out = Vec::with_capacity(data.len());
-    let mut s = TransferSummary {
-        bytes: data.len(),
-        ..Default::default()
-    };
+    let mut s = TransferSummary { bytes: data.len(), ..Default::default() };
     let mut credit = 0.0f64;
     // Redundancy follows the loss the acknowledgements reveal (seed 004 §III-E), with a floor.
     let redundancy = (loss * 1.5).max(0.05);
@@ -103,17 +93,13 @@ pub fn coded_transfer(
         }
         credit += redundancy;
         let pkt = if enc.rank() < total && !enc.is_full() && credit < 1.0 {
-            let i = enc
-                .push(chunks[enc.rank() as usize])
-                .map_err(|e| DemoError::Invalid(e.to_string()))?;
+            let i = enc.push(chunks[enc.rank() as usize]).map_err(|e| DemoError::Invalid(e.to_string()))?;
             s.source_sent += 1;
             Some(Packet::Source(i, chunks[i as usize].to_vec()))
         } else if !enc.window().is_empty() {
             credit = (credit - 1.0).max(0.0);
             let mut buf = vec![0u8; SYMBOL];
-            let info = enc
-                .repair(&mut buf)
-                .map_err(|e| DemoError::Invalid(e.to_string()))?;
+            let info = enc.repair(&mut buf).map_err(|e| DemoError::Invalid(e.to_string()))?;
             s.repair_sent += 1;
             Some(Packet::Repair(info, buf))
         } else {
@@ -155,10 +141,7 @@ pub fn coded_transfer(
 
 pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
     if !(0.0..0.9).contains(&a.loss) {
-        return Err(DemoError::Invalid(format!(
-            "--loss {} must be in [0, 0.9)",
-            a.loss
-        )));
+        return Err(DemoError::Invalid(format!("--loss {} must be in [0, 0.9)", a.loss)));
     }
     if a.kib == 0 {
         return Err(DemoError::Invalid("--kib must be positive".into()));
@@ -168,22 +151,12 @@ pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
     rng.fill_bytes(&mut data);
     let (_, s) = coded_transfer(&data, a.loss, a.seed)?;
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "coded_transfer": s }))
-                .unwrap_or_default()
-        );
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "coded_transfer": s })).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
-        "Cohort demo (seed {}, replay: cohort demo --seed {} --loss {})",
-        a.seed, a.seed, a.loss
-    );
+    println!("Cohort demo (seed {}, replay: cohort demo --seed {} --loss {})", a.seed, a.seed, a.loss);
     println!();
-    println!(
-        "1. Coded transfer: leader -> follower, {} KiB mission file",
-        a.kib
-    );
+    println!("1. Coded transfer: leader -> follower, {} KiB mission file", a.kib);
     println!(
         "   link: {:.0}% iid loss each way, {DELAY}-packet one-way delay; {SYMBOL} B symbols, window {WINDOW}",
         a.loss * 100.0
@@ -196,10 +169,7 @@ pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
         "   lost     {:>6} source symbols, {:>5} repair symbols, {:>6} acks",
         s.source_lost, s.repair_lost, s.acks_lost
     );
-    println!(
-        "   recovered {:>5} source symbols by decoding (no retransmission)",
-        s.recovered
-    );
+    println!("   recovered {:>5} source symbols by decoding (no retransmission)", s.recovered);
     println!(
         "   delivered {:>5}/{} symbols in order, file identical: {}, {} link steps",
         s.delivered_in_order, s.source_sent, s.identical, s.steps

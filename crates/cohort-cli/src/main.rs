@@ -8,11 +8,7 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Debug, Parser)]
-#[command(
-    name = "cohort",
-    version,
-    about = "Networking and runtime stack for robot teams sharing a wireless channel"
-)]
+#[command(name = "cohort", version, about = "Networking and runtime stack for robot teams sharing a wireless channel")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -6,13 +6,8 @@ use std::process::{Command, ExitCode};
 /// Why a Python tool could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum PythonError {
-    #[error(
-        "could not start {interpreter} (set COHORT_PYTHON to a Python 3.11+ interpreter): {source}"
-    )]
-    Spawn {
-        interpreter: String,
-        source: std::io::Error,
-    },
+    #[error("could not start {interpreter} (set COHORT_PYTHON to a Python 3.11+ interpreter): {source}")]
+    Spawn { interpreter: String, source: std::io::Error },
 }
 
 /// The repository's `python/` directory when running from a checkout, so the package works
@@ -38,10 +33,7 @@ pub fn run_module(module: &str, args: &[String]) -> Result<ExitCode, PythonError
         }
         cmd.env("PYTHONPATH", path);
     }
-    let status = cmd.status().map_err(|source| PythonError::Spawn {
-        interpreter,
-        source,
-    })?;
+    let status = cmd.status().map_err(|source| PythonError::Spawn { interpreter, source })?;
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(c) => ExitCode::from(u8::try_from(c).unwrap_or(1)),

@@ -44,11 +44,7 @@ pub enum InputError {
     #[error(
         "source index {index} is beyond the decoder's window (limit {limit}) while {pending} earlier symbols are undecoded"
     )]
-    BeyondWindow {
-        index: u64,
-        limit: u64,
-        pending: u64,
-    },
+    BeyondWindow { index: u64, limit: u64, pending: u64 },
 }
 
 /// Counters, by kind of input and by what became of it: every input is counted as received
@@ -163,10 +159,7 @@ impl Decoder {
 
     /// Decoder rank: how many columns are seen or decoded (released ones included).
     pub fn rank(&self) -> u64 {
-        self.next
-            + (self.next..self.end)
-                .filter(|&c| self.state(c) != State::Unknown)
-                .count() as u64
+        self.next + (self.next..self.end).filter(|&c| self.state(c) != State::Unknown).count() as u64
     }
 
     fn cap(&self) -> u64 {
@@ -226,14 +219,11 @@ impl Decoder {
 
     /// Takes source symbol `index` (shorter data is zero-padded, as the encoder pads).
     pub fn push_source(&mut self, index: u64, data: &[u8]) -> Result<Outcome, InputError> {
+        self.stats.source_received += 1;
         let size = self.cfg.symbol_size;
         if data.len() > size {
-            return self.reject(InputError::SymbolSize {
-                len: data.len(),
-                symbol_size: size,
-            });
+            return self.reject(InputError::SymbolSize { len: data.len(), symbol_size: size });
         }
-        self.stats.source_received += 1;
         if index < self.next {
             return self.stale();
         }
@@ -280,20 +270,14 @@ impl Decoder {
         self.stats.repair_received += 1;
         let size = self.cfg.symbol_size;
         if payload.len() != size {
-            return self.reject(InputError::SymbolSize {
-                len: payload.len(),
-                symbol_size: size,
-            });
+            return self.reject(InputError::SymbolSize { len: payload.len(), symbol_size: size });
         }
         let count = usize::from(info.count);
         if count == 0 {
             return self.reject(InputError::EmptyRepair);
         }
         if count > self.cfg.max_window {
-            return self.reject(InputError::RepairTooWide {
-                count,
-                max_window: self.cfg.max_window,
-            });
+            return self.reject(InputError::RepairTooWide { count, max_window: self.cfg.max_window });
         }
         let Some(last) = info.first.checked_add(count as u64 - 1) else {
             return self.stale();
@@ -354,11 +338,8 @@ impl Decoder {
         // Payload: subtract every known symbol and row met on the way, in one pass.
         let mut payload = std::mem::take(&mut self.eq_payload);
         {
-            let terms: Vec<(u8, &[u8])> = self
-                .terms
-                .iter()
-                .map(|&(c, m)| (c, &self.slots[self.idx(m)].payload[..]))
-                .collect();
+            let terms: Vec<(u8, &[u8])> =
+                self.terms.iter().map(|&(c, m)| (c, &self.slots[self.idx(m)].payload[..])).collect();
             self.kernel.combine(&mut payload, &terms);
         }
         let inv = gf256::inv(c).unwrap_or(1);
@@ -371,11 +352,7 @@ impl Decoder {
         }
         let i = self.idx(col);
         let slot = &mut self.slots[i];
-        slot.state = if coefs.is_empty() {
-            State::Decoded
-        } else {
-            State::Seen
-        };
+        slot.state = if coefs.is_empty() { State::Decoded } else { State::Seen };
         if slot.state == State::Decoded {
             self.stats.recovered += 1;
         }

@@ -154,28 +154,19 @@ impl Encoder {
     /// under heavy loss: a seen symbol is decoded only once the rows after it close, so the
     /// decoder's undecoded span can outgrow the encoder's window.
     pub fn is_full(&self) -> bool {
-        self.window.len() >= self.cfg.max_window
-            || self.rank() >= self.released + self.cfg.decoder_capacity() as u64
+        self.window.len() >= self.cfg.max_window || self.rank() >= self.released + self.cfg.decoder_capacity() as u64
     }
 
     /// Adds a source symbol (zero-padded to the symbol size) and returns its index.
     pub fn push(&mut self, data: &[u8]) -> Result<u64, PushError> {
         let size = self.cfg.symbol_size;
         if data.len() > size {
-            return Err(PushError::TooLarge {
-                len: data.len(),
-                symbol_size: size,
-            });
+            return Err(PushError::TooLarge { len: data.len(), symbol_size: size });
         }
         if self.is_full() {
-            return Err(PushError::WindowFull(
-                self.rank().saturating_sub(self.released) as usize,
-            ));
+            return Err(PushError::WindowFull(self.rank().saturating_sub(self.released) as usize));
         }
-        let mut buf = self
-            .spare
-            .pop()
-            .unwrap_or_else(|| vec![0u8; size].into_boxed_slice());
+        let mut buf = self.spare.pop().unwrap_or_else(|| vec![0u8; size].into_boxed_slice());
         buf[..data.len()].copy_from_slice(data);
         buf[data.len()..].fill(0);
         self.window.push_back(buf);
@@ -215,11 +206,7 @@ impl Encoder {
     /// Writes a repair symbol over the newest `count` symbols of the window (all of them if
     /// fewer) with the next repair key. Short repairs decode isolated losses sooner: the row
     /// they leave at the decoder reaches fewer unknown symbols.
-    pub fn repair_newest(
-        &mut self,
-        count: usize,
-        out: &mut [u8],
-    ) -> Result<RepairInfo, RepairError> {
+    pub fn repair_newest(&mut self, count: usize, out: &mut [u8]) -> Result<RepairInfo, RepairError> {
         let key = self.next_key;
         let n = count.min(self.window.len());
         let info = self.repair_range(self.rank() - n as u64, key, out)?;
@@ -233,36 +220,20 @@ impl Encoder {
     }
 
     /// The repair for `key` over the window's symbols from `first` to the newest.
-    fn repair_range(
-        &mut self,
-        first: u64,
-        key: u16,
-        out: &mut [u8],
-    ) -> Result<RepairInfo, RepairError> {
+    fn repair_range(&mut self, first: u64, key: u16, out: &mut [u8]) -> Result<RepairInfo, RepairError> {
         if out.len() != self.cfg.symbol_size {
-            return Err(RepairError::BufferSize {
-                len: out.len(),
-                symbol_size: self.cfg.symbol_size,
-            });
+            return Err(RepairError::BufferSize { len: out.len(), symbol_size: self.cfg.symbol_size });
         }
         if self.window.is_empty() || first >= self.rank() {
             return Err(RepairError::EmptyWindow);
         }
         let skip = (first.max(self.first) - self.first) as usize;
         // The window never exceeds `max_window`, which `validate` bounds by u16::MAX.
-        let info = RepairInfo {
-            first: self.first + skip as u64,
-            count: (self.window.len() - skip) as u16,
-            key,
-        };
+        let info = RepairInfo { first: self.first + skip as u64, count: (self.window.len() - skip) as u16, key };
         info.coefficients(&mut self.coefs);
         out.fill(0);
-        let terms: Vec<(u8, &[u8])> = self
-            .coefs
-            .iter()
-            .zip(self.window.iter().skip(skip))
-            .map(|(&c, s)| (c, &s[..]))
-            .collect();
+        let terms: Vec<(u8, &[u8])> =
+            self.coefs.iter().zip(self.window.iter().skip(skip)).map(|(&c, s)| (c, &s[..])).collect();
         self.kernel.combine(out, &terms);
         Ok(info)
     }

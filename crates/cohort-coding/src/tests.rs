@@ -8,18 +8,13 @@ use rand_chacha::ChaCha8Rng;
 const SYM: usize = 48;
 
 fn cfg(w: usize) -> CoderConfig {
-    CoderConfig {
-        symbol_size: SYM,
-        max_window: w,
-    }
+    CoderConfig { symbol_size: SYM, max_window: w }
 }
 
 fn source(i: u64) -> Vec<u8> {
     // Distinct, non-trivial content per index; length varies to exercise padding.
     let len = 1 + (i as usize * 7) % SYM;
-    (0..len)
-        .map(|k| (i as u8).wrapping_mul(31).wrapping_add(k as u8 ^ 0x5A))
-        .collect()
+    (0..len).map(|k| (i as u8).wrapping_mul(31).wrapping_add(k as u8 ^ 0x5A)).collect()
 }
 
 fn padded(i: u64) -> Vec<u8> {
@@ -37,29 +32,9 @@ fn drain(dec: &mut Decoder, out: &mut Vec<u64>) {
 
 #[test]
 fn invalid_configs_are_refused() {
-    assert_eq!(
-        Encoder::new(CoderConfig {
-            symbol_size: 0,
-            max_window: 4
-        })
-        .err(),
-        Some(ConfigError::ZeroSymbolSize)
-    );
-    assert_eq!(
-        Decoder::new(CoderConfig {
-            symbol_size: 8,
-            max_window: 0
-        })
-        .err(),
-        Some(ConfigError::Window(0))
-    );
-    assert!(
-        Encoder::new(CoderConfig {
-            symbol_size: 8,
-            max_window: 70_000
-        })
-        .is_err()
-    );
+    assert_eq!(Encoder::new(CoderConfig { symbol_size: 0, max_window: 4 }).err(), Some(ConfigError::ZeroSymbolSize));
+    assert_eq!(Decoder::new(CoderConfig { symbol_size: 8, max_window: 0 }).err(), Some(ConfigError::Window(0)));
+    assert!(Encoder::new(CoderConfig { symbol_size: 8, max_window: 70_000 }).is_err());
 }
 
 #[test]
@@ -69,10 +44,7 @@ fn lossless_stream_is_released_immediately_in_order() {
     let mut out = vec![];
     for _ in 0..100 {
         let i = enc.push(&source(enc.rank())).unwrap();
-        assert_eq!(
-            dec.push_source(i, enc.source(i).unwrap()).unwrap(),
-            Outcome::Innovative
-        );
+        assert_eq!(dec.push_source(i, enc.source(i).unwrap()).unwrap(), Outcome::Innovative);
         drain(&mut dec, &mut out);
         assert_eq!(out.len() as u64, i + 1, "released the moment it arrived");
         enc.ack(dec.seen(), dec.next_release());
@@ -125,11 +97,7 @@ fn seed_figure_3_walkthrough() {
     let info = enc.repair(&mut rep).unwrap();
     assert_eq!(dec.push_repair(info, &rep).unwrap(), Outcome::Innovative);
     drain(&mut dec, &mut out);
-    assert_eq!(
-        out,
-        (0..8).collect::<Vec<_>>(),
-        "everything recovered, in order"
-    );
+    assert_eq!(out, (0..8).collect::<Vec<_>>(), "everything recovered, in order");
     assert_eq!(dec.stats().recovered, 4);
 }
 
@@ -146,56 +114,23 @@ fn duplicates_stale_and_bad_input_are_counted() {
     assert!(dec.pop().is_some());
     assert_eq!(dec.push_source(i, &source(0)).unwrap(), Outcome::Stale);
     assert_eq!(dec.push_repair(info, &rep).unwrap(), Outcome::Stale);
-    assert_eq!(
-        dec.push_source(1, &[0u8; SYM + 1]),
-        Err(InputError::SymbolSize {
-            len: SYM + 1,
-            symbol_size: SYM
-        })
-    );
+    assert_eq!(dec.push_source(1, &[0u8; SYM + 1]), Err(InputError::SymbolSize { len: SYM + 1, symbol_size: SYM }));
     assert_eq!(
         dec.push_repair(info, &rep[1..]).unwrap_err(),
-        InputError::SymbolSize {
-            len: SYM - 1,
-            symbol_size: SYM
-        }
+        InputError::SymbolSize { len: SYM - 1, symbol_size: SYM }
     );
-    let empty = RepairInfo {
-        first: 1,
-        count: 0,
-        key: 0,
-    };
+    let empty = RepairInfo { first: 1, count: 0, key: 0 };
     assert_eq!(dec.push_repair(empty, &rep), Err(InputError::EmptyRepair));
-    let wide = RepairInfo {
-        first: 1,
-        count: 5,
-        key: 0,
-    };
-    assert!(matches!(
-        dec.push_repair(wide, &rep),
-        Err(InputError::RepairTooWide { .. })
-    ));
-    let far = RepairInfo {
-        first: u64::MAX - 1,
-        count: 4,
-        key: 0,
-    };
-    assert_eq!(
-        dec.push_repair(far, &rep).unwrap(),
-        Outcome::Stale,
-        "index overflow is stale, not a panic"
-    );
+    let wide = RepairInfo { first: 1, count: 5, key: 0 };
+    assert!(matches!(dec.push_repair(wide, &rep), Err(InputError::RepairTooWide { .. })));
+    let far = RepairInfo { first: u64::MAX - 1, count: 4, key: 0 };
+    assert_eq!(dec.push_repair(far, &rep).unwrap(), Outcome::Stale, "index overflow is stale, not a panic");
     // Column 1 lost; columns 2..=8 would need history beyond 2 * window while 1 is pending.
     assert!(dec.push_source(2, &source(2)).is_ok());
-    assert!(matches!(
-        dec.push_source(9, &source(9)),
-        Err(InputError::BeyondWindow { .. })
-    ));
+    assert!(matches!(dec.push_source(9, &source(9)), Err(InputError::BeyondWindow { .. })));
     let s = dec.stats();
-    assert_eq!(
-        (s.innovative, s.redundant, s.stale, s.rejected),
-        (2, 2, 3, 5)
-    );
+    assert_eq!((s.innovative, s.redundant, s.stale, s.rejected), (2, 2, 3, 5));
+    assert_eq!(s.source_received + s.repair_received, 2 + 2 + 3 + 5, "each input counted once");
     assert_eq!(s.released, 1);
 }
 
@@ -208,35 +143,15 @@ fn encoder_window_and_backpressure() {
         assert_eq!(enc.push(&source(k)).unwrap(), k);
     }
     assert_eq!(enc.push(&source(3)), Err(PushError::WindowFull(3)));
-    assert_eq!(
-        enc.push(&[0; SYM + 1]),
-        Err(PushError::TooLarge {
-            len: SYM + 1,
-            symbol_size: SYM
-        })
-    );
-    assert_eq!(
-        enc.repair(&mut rep[1..]),
-        Err(RepairError::BufferSize {
-            len: SYM - 1,
-            symbol_size: SYM
-        })
-    );
+    assert_eq!(enc.push(&[0; SYM + 1]), Err(PushError::TooLarge { len: SYM + 1, symbol_size: SYM }));
+    assert_eq!(enc.repair(&mut rep[1..]), Err(RepairError::BufferSize { len: SYM - 1, symbol_size: SYM }));
     assert_eq!(enc.ack(2, 2), 2);
     assert_eq!(enc.ack(1, 1), 0, "an old acknowledgement is harmless");
-    assert_eq!(
-        enc.ack(99, 99),
-        1,
-        "an acknowledgement beyond the rank is clamped"
-    );
+    assert_eq!(enc.ack(99, 99), 1, "an acknowledgement beyond the rank is clamped");
     assert_eq!(enc.window(), 3..3);
     assert_eq!(enc.push(&source(3)).unwrap(), 3);
     let info = enc.repair(&mut rep).unwrap();
-    assert_eq!(
-        (info.first, info.count, info.key),
-        (3, 1, 0),
-        "failed calls use no key"
-    );
+    assert_eq!((info.first, info.count, info.key), (3, 1, 0), "failed calls use no key");
     // Seen but not released: the decoder's capacity (2 x window = 6) also bounds the encoder.
     for k in 4..9 {
         assert_eq!(enc.push(&source(k)).unwrap(), k);
@@ -252,9 +167,7 @@ fn encoder_window_and_backpressure() {
 /// and repair key (GF(2^8), full density).
 #[test]
 fn repair_payloads_match_cu_fec() {
-    use cu_fec::{
-        DensityThreshold, EncodingSymbolId, Field, RepairParameters, RlcConfig, RlcEncoder,
-    };
+    use cu_fec::{DensityThreshold, EncodingSymbolId, Field, RepairParameters, RlcConfig, RlcEncoder};
     let c = RlcConfig::new(SYM, 16, Field::Gf256).unwrap();
     let mut theirs = RlcEncoder::<SYM, 16>::new(c, EncodingSymbolId::new(0)).unwrap();
     let mut ours = Encoder::new(cfg(16)).unwrap();
@@ -264,9 +177,7 @@ fn repair_payloads_match_cu_fec() {
         theirs.push_source(&padded(k)).unwrap();
         ours.push(&source(k)).unwrap();
         for key in [0u16, 1, 7, 4242, u16::MAX] {
-            let id = theirs
-                .encode_repair(RepairParameters::new(key, DensityThreshold::FULL), &mut a)
-                .unwrap();
+            let id = theirs.encode_repair(RepairParameters::new(key, DensityThreshold::FULL), &mut a).unwrap();
             let info = ours.repair_with_key(key, &mut b).unwrap();
             assert_eq!(a, b, "window 0..={k}, key {key}");
             assert_eq!(u32::from(id.first_source_esi()) as u64, info.first);
@@ -353,10 +264,7 @@ fn lossy_run(
         dec.push_repair(info, &rep).unwrap();
         drain(&mut dec, &mut out);
         rounds += 1;
-        assert!(
-            rounds <= 2 * window + 8,
-            "seed {seed}: flush did not converge"
-        );
+        assert!(rounds <= 2 * window + 8, "seed {seed}: flush did not converge");
     }
     (out, dec.stats())
 }

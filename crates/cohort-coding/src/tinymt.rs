@@ -26,9 +26,7 @@ impl TinyMt32 {
         let mut st = [seed, MAT1, MAT2, TMAT];
         for i in 1..MIN_LOOP {
             let prev = st[((i - 1) & 3) as usize];
-            let v = 1_812_433_253u32
-                .wrapping_mul(prev ^ (prev >> 30))
-                .wrapping_add(i);
+            let v = 1_812_433_253u32.wrapping_mul(prev ^ (prev >> 30)).wrapping_add(i);
             st[(i & 3) as usize] ^= v;
         }
         // RFC 8682 §2.2 notes the all-zero state check cannot trigger with these parameters
@@ -107,11 +105,7 @@ pub fn coding_coefficients(repair_key: u16, dt: u8, out: &mut [u8]) {
         }
     } else {
         for c in out.iter_mut() {
-            *c = if g.rand16() <= dt {
-                g.nonzero_byte()
-            } else {
-                0
-            };
+            *c = if g.rand16() <= dt { g.nonzero_byte() } else { 0 };
         }
     }
 }

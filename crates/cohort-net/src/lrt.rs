@@ -156,10 +156,8 @@ impl LrtSocket {
         let mut sock = UdpSocket::from_std(std_sock);
         let poll = Poll::new()?;
         let timer = TimerFd::new()?;
-        poll.registry()
-            .register(&mut sock, SOCKET, Interest::READABLE)?;
-        poll.registry()
-            .register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
+        poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
+        poll.registry().register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
         let waker = Waker::new(poll.registry(), WAKE)?;
         let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
             .map_err(|e| NetError::Config(e.to_string()))?;
@@ -179,36 +177,26 @@ impl LrtSocket {
             clock: Clock::start(),
         });
         let s2 = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("cohort-lrt".into())
-            .spawn(move || {
-                if let Err(e) = drive(&s2, poll, sock, timer) {
-                    tracing::error!(%e, "lrt driver stopped");
-                }
-                s2.lock().shutdown = true;
-                s2.notify();
-            })?;
-        Ok(LrtSocket {
-            shared,
-            thread: Some(thread),
-            local,
-        })
+        let thread = std::thread::Builder::new().name("cohort-lrt".into()).spawn(move || {
+            if let Err(e) = drive(&s2, poll, sock, timer) {
+                tracing::error!(%e, "lrt driver stopped");
+            }
+            s2.lock().shutdown = true;
+            s2.notify();
+        })?;
+        Ok(LrtSocket { shared, thread: Some(thread), local })
     }
 
     /// Connects to `peer` and waits for the handshake to finish.
     pub fn connect(peer: SocketAddr, cfg: SocketConfig) -> Result<Self, NetError> {
-        let any: SocketAddr = if peer.is_ipv4() {
-            "0.0.0.0:0"
-        } else {
-            "[::]:0"
-        }
-        .parse()
-        .map_err(|_| NetError::Config("address".into()))?;
+        let any: SocketAddr = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
+            .parse()
+            .map_err(|_| NetError::Config("address".into()))?;
         let sock = bind(any, &cfg)?;
         let clock_now = cohort_time::Instant::ZERO;
         let conn_id = u64::from(cfg.sender_id) << 32 | u64::from(std::process::id());
-        let conn = Connection::connect(cfg.lrt.clone(), conn_id, clock_now)
-            .map_err(|e| NetError::Config(e.to_string()))?;
+        let conn =
+            Connection::connect(cfg.lrt.clone(), conn_id, clock_now).map_err(|e| NetError::Config(e.to_string()))?;
         let s = Self::start(sock, conn, &cfg, Some(peer))?;
         s.wait_connected(None)?;
         Ok(s)
@@ -233,22 +221,14 @@ impl LrtSocket {
     }
 
     /// Binds `addr` and waits (up to `timeout`, or forever) for one peer to connect.
-    pub fn accept(
-        addr: SocketAddr,
-        cfg: SocketConfig,
-        timeout: Option<Duration>,
-    ) -> Result<Self, NetError> {
+    pub fn accept(addr: SocketAddr, cfg: SocketConfig, timeout: Option<Duration>) -> Result<Self, NetError> {
         let s = Self::listen(addr, cfg)?;
         s.wait_connected(timeout)?;
         Ok(s)
     }
 
     /// Waits until `done` holds (or the driver stopped); `TimedOut` after `timeout`.
-    fn wait_for(
-        &self,
-        timeout: Option<Duration>,
-        mut done: impl FnMut(&mut Inner) -> bool,
-    ) -> Result<(), NetError> {
+    fn wait_for(&self, timeout: Option<Duration>, mut done: impl FnMut(&mut Inner) -> bool) -> Result<(), NetError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut g = self.shared.lock();
         while !done(&mut g) {
@@ -259,21 +239,13 @@ impl LrtSocket {
                 });
             }
             g = match deadline {
-                None => self
-                    .shared
-                    .changed
-                    .wait(g)
-                    .unwrap_or_else(|p| p.into_inner()),
+                None => self.shared.changed.wait(g).unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
                     let left = d.saturating_duration_since(Instant::now());
                     if left.is_zero() {
                         return Err(NetError::TimedOut);
                     }
-                    self.shared
-                        .changed
-                        .wait_timeout(g, left)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
+                    self.shared.changed.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0
                 }
             };
         }
@@ -298,9 +270,9 @@ impl LrtSocket {
     pub fn send(&self, msg: &[u8]) -> Result<(), NetError> {
         loop {
             match self.try_send(msg) {
-                Err(NetError::WouldBlock) => self.wait_for(None, |i| {
-                    i.conn.send_queued_bytes() < i.conn.config().send_buffer_bytes / 2
-                })?,
+                Err(NetError::WouldBlock) => {
+                    self.wait_for(None, |i| i.conn.send_queued_bytes() < i.conn.config().send_buffer_bytes / 2)?
+                }
                 other => return other,
             }
         }
@@ -339,18 +311,8 @@ impl LrtSocket {
                 Err(lrt::RecvError::Closed(r)) => return Err(NetError::Closed(r)),
             }
             g = match left {
-                None => self
-                    .shared
-                    .changed
-                    .wait(g)
-                    .unwrap_or_else(|p| p.into_inner()),
-                Some(l) => {
-                    self.shared
-                        .changed
-                        .wait_timeout(g, l)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
+                None => self.shared.changed.wait(g).unwrap_or_else(|p| p.into_inner()),
+                Some(l) => self.shared.changed.wait_timeout(g, l).unwrap_or_else(|p| p.into_inner()).0,
             };
             drop(g);
         }
@@ -391,15 +353,9 @@ impl LrtSocket {
                 return std::task::Poll::Ready(Ok(()));
             }
             if self.shared.lock().shutdown {
-                return std::task::Poll::Ready(Err(NetError::Io(io::Error::other(
-                    "driver stopped",
-                ))));
+                return std::task::Poll::Ready(Err(NetError::Io(io::Error::other("driver stopped"))));
             }
-            self.shared
-                .tasks
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(cx.waker().clone());
+            self.shared.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(cx.waker().clone());
             // A change between the first check and the registration would be missed otherwise.
             if self.shared.generation.load(Ordering::Acquire) != seen {
                 std::task::Poll::Ready(Ok(()))

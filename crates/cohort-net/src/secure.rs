@@ -22,10 +22,7 @@ pub struct Secure {
 
 impl Secure {
     pub fn new(key: TeamKey, sender_id: u32) -> Self {
-        Secure {
-            sealer: Sealer::new(key.clone(), sender_id),
-            opener: Opener::new(key),
-        }
+        Secure { sealer: Sealer::new(key.clone(), sender_id), opener: Opener::new(key) }
     }
 
     /// The packet number the next sealed datagram carries.
@@ -34,12 +31,10 @@ impl Secure {
     }
 
     pub fn seal(&mut self, plain: &[u8], out: &mut [u8]) -> Result<usize, SecureError> {
-        self.sealer
-            .seal(kind::LRT, plain, out)
-            .map_err(|e| match e {
-                SealError::PacketNumberExhausted => SecureError::Exhausted,
-                SealError::BufferTooSmall { .. } => SecureError::Buffer,
-            })
+        self.sealer.seal(kind::LRT, plain, out).map_err(|e| match e {
+            SealError::PacketNumberExhausted => SecureError::Exhausted,
+            SealError::BufferTooSmall { .. } => SecureError::Buffer,
+        })
     }
 
     /// `(sender id, packet number, plaintext)` of an authentic LRT datagram.

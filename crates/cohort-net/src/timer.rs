@@ -20,10 +20,7 @@ pub struct TimerFd {
 }
 
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists on Linux.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -33,36 +30,21 @@ impl TimerFd {
     /// A disarmed, non-blocking timer.
     pub fn new() -> io::Result<Self> {
         // SAFETY: plain syscall; the result is checked before use.
-        let fd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            )
-        };
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh descriptor we own.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         let epoch = Instant::now();
-        Ok(TimerFd {
-            fd,
-            base_ns: monotonic_ns(),
-            epoch,
-        })
+        Ok(TimerFd { fd, base_ns: monotonic_ns(), epoch })
     }
 
     /// Arms the timer to fire at `deadline` (immediately if it has passed); `None` disarms.
     pub fn set(&self, deadline: Option<Instant>) -> io::Result<()> {
         let mut spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec { tv_sec: 0, tv_nsec: 0 },
         };
         if let Some(d) = deadline {
             let since = d.saturating_duration_since(self.epoch).as_nanos() as u64;
@@ -72,19 +54,9 @@ impl TimerFd {
             spec.it_value.tv_nsec = (abs % 1_000_000_000) as libc::c_long;
         }
         // SAFETY: valid fd and pointers; TFD_TIMER_ABSTIME interprets it_value on CLOCK_MONOTONIC.
-        let rc = unsafe {
-            libc::timerfd_settime(
-                self.fd.as_raw_fd(),
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            )
-        };
-        if rc < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        let rc =
+            unsafe { libc::timerfd_settime(self.fd.as_raw_fd(), libc::TFD_TIMER_ABSTIME, &spec, std::ptr::null_mut()) };
+        if rc < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
     }
 
     /// Consumes an expiry, if any; returns whether the timer had fired.
@@ -110,11 +82,7 @@ pub fn measure_precision(samples: usize, interval: Duration) -> io::Result<Vec<D
     for _ in 0..samples {
         let deadline = Instant::now() + interval;
         t.set(Some(deadline))?;
-        let mut pfd = libc::pollfd {
-            fd: t.as_raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
+        let mut pfd = libc::pollfd { fd: t.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         loop {
             // SAFETY: one valid pollfd.
             let rc = unsafe { libc::poll(&mut pfd, 1, -1) };
@@ -142,8 +110,7 @@ mod tests {
         assert_eq!(late.len(), 5);
         std::thread::sleep(Duration::from_millis(1));
         assert!(t.acknowledge(), "a past deadline fires at once");
-        t.set(Some(Instant::now() + Duration::from_secs(60)))
-            .unwrap();
+        t.set(Some(Instant::now() + Duration::from_secs(60))).unwrap();
         t.set(None).unwrap();
         std::thread::sleep(Duration::from_millis(1));
         assert!(!t.acknowledge());

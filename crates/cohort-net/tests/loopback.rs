@@ -30,9 +30,7 @@ fn messages_cross_loopback_in_order_exactly_once() {
         c.flush(Some(Duration::from_secs(20))).unwrap();
         c.stats()
     });
-    server
-        .wait_connected(Some(Duration::from_secs(10)))
-        .unwrap();
+    server.wait_connected(Some(Duration::from_secs(10))).unwrap();
     for i in 0..2000u32 {
         let m = server.recv_timeout(Some(Duration::from_secs(10))).unwrap();
         assert_eq!(m, msg(i, 1 + (i as usize * 37) % 3000), "message {i}");
@@ -51,27 +49,16 @@ fn wrong_team_key_cannot_connect_and_is_counted() {
     let mut bad = SocketConfig::new(b"not the team secret at all".to_vec(), 9, 2);
     bad.lrt.handshake_timeout = Duration::from_millis(600);
     let err = LrtSocket::connect(server.local_addr(), bad).unwrap_err();
-    assert!(
-        matches!(err, NetError::Closed(CloseReason::HandshakeTimedOut)),
-        "{err:?}"
-    );
-    assert!(
-        server.stats().rejected_frames >= 2,
-        "every forged HELLO is counted"
-    );
-    assert!(matches!(
-        server.wait_connected(Some(Duration::from_millis(10))),
-        Err(NetError::TimedOut)
-    ));
+    assert!(matches!(err, NetError::Closed(CloseReason::HandshakeTimedOut)), "{err:?}");
+    assert!(server.stats().rejected_frames >= 2, "every forged HELLO is counted");
+    assert!(matches!(server.wait_connected(Some(Duration::from_millis(10))), Err(NetError::TimedOut)));
 }
 
 #[test]
 fn async_api_and_peer_close() {
     let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
     let addr = server.local_addr();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
     let client = LrtSocket::connect(addr, cfg(2)).unwrap();
     rt.block_on(async {
         for i in 0..100 {
@@ -82,9 +69,7 @@ fn async_api_and_peer_close() {
         }
     });
     client.close();
-    let e = server
-        .recv_timeout(Some(Duration::from_secs(5)))
-        .unwrap_err();
+    let e = server.recv_timeout(Some(Duration::from_secs(5))).unwrap_err();
     assert!(matches!(e, NetError::Closed(CloseReason::Peer(0))), "{e:?}");
 }
 
@@ -92,13 +77,7 @@ fn async_api_and_peer_close() {
 fn bad_configuration_is_an_error() {
     let mut c = cfg(1);
     c.dscp = Some(64);
-    assert!(matches!(
-        LrtSocket::listen("127.0.0.1:0".parse().unwrap(), c),
-        Err(NetError::Config(_))
-    ));
+    assert!(matches!(LrtSocket::listen("127.0.0.1:0".parse().unwrap(), c), Err(NetError::Config(_))));
     let short = SocketConfig::new(b"short".to_vec(), 1, 1);
-    assert!(matches!(
-        LrtSocket::listen("127.0.0.1:0".parse().unwrap(), short),
-        Err(NetError::Config(_))
-    ));
+    assert!(matches!(LrtSocket::listen("127.0.0.1:0".parse().unwrap(), short), Err(NetError::Config(_))));
 }

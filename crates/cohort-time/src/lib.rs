@@ -87,12 +87,7 @@ impl Sub<Instant> for Instant {
 
 impl fmt::Debug for Instant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}.{:09}s",
-            self.0 / 1_000_000_000,
-            self.0 % 1_000_000_000
-        )
+        write!(f, "{}.{:09}s", self.0 / 1_000_000_000, self.0 % 1_000_000_000)
     }
 }
 
@@ -111,9 +106,7 @@ pub struct Clock {
 impl Clock {
     /// A clock whose epoch is the moment of the call.
     pub fn start() -> Self {
-        Clock {
-            epoch: std::time::Instant::now(),
-        }
+        Clock { epoch: std::time::Instant::now() }
     }
 
     /// The current time.
@@ -143,18 +136,9 @@ mod tests {
         assert_eq!(t + Duration::from_millis(2), Instant::from_millis(7));
         assert_eq!(Instant::from_millis(1) - t, Duration::ZERO);
         assert_eq!(t - Instant::from_millis(1), Duration::from_millis(4));
-        assert_eq!(
-            Instant::FAR_FUTURE + Duration::from_secs(1),
-            Instant::FAR_FUTURE
-        );
-        assert_eq!(
-            Instant::ZERO.saturating_sub(Duration::from_secs(1)),
-            Instant::ZERO
-        );
-        assert_eq!(
-            format!("{:?}", Instant::from_micros(1_500_000)),
-            "1.500000000s"
-        );
+        assert_eq!(Instant::FAR_FUTURE + Duration::from_secs(1), Instant::FAR_FUTURE);
+        assert_eq!(Instant::ZERO.saturating_sub(Duration::from_secs(1)), Instant::ZERO);
+        assert_eq!(format!("{:?}", Instant::from_micros(1_500_000)), "1.500000000s");
     }
 
     #[test]

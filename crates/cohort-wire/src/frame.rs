@@ -93,11 +93,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     /// Ensures the header and tag fit, so no accessor can go out of bounds.
     pub fn check_len(&self) -> Result<(), FrameError> {
         let n = self.buffer.as_ref().len();
-        if n < OVERHEAD {
-            Err(FrameError::Truncated(n))
-        } else {
-            Ok(())
-        }
+        if n < OVERHEAD { Err(FrameError::Truncated(n)) } else { Ok(()) }
     }
 
     pub fn into_inner(self) -> T {
@@ -228,9 +224,7 @@ pub struct TeamKey {
 
 impl fmt::Debug for TeamKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TeamKey")
-            .field("team_id", &self.team_id)
-            .finish_non_exhaustive()
+        f.debug_struct("TeamKey").field("team_id", &self.team_id).finish_non_exhaustive()
     }
 }
 
@@ -291,11 +285,7 @@ pub struct Sealer {
 
 impl Sealer {
     pub fn new(key: TeamKey, sender_id: u32) -> Self {
-        Sealer {
-            key,
-            sender_id,
-            next_pn: 0,
-        }
+        Sealer { key, sender_id, next_pn: 0 }
     }
 
     pub fn sender_id(&self) -> u32 {
@@ -311,10 +301,7 @@ impl Sealer {
     pub fn seal(&mut self, kind: u8, payload: &[u8], out: &mut [u8]) -> Result<usize, SealError> {
         let need = payload.len() + OVERHEAD;
         if out.len() < need {
-            return Err(SealError::BufferTooSmall {
-                need,
-                have: out.len(),
-            });
+            return Err(SealError::BufferTooSmall { need, have: out.len() });
         }
         if self.next_pn == u64::MAX {
             return Err(SealError::PacketNumberExhausted);
@@ -377,12 +364,7 @@ pub struct RejectCounters {
 impl RejectCounters {
     /// Every rejection, whatever the reason.
     pub fn rejected(&self) -> u64 {
-        self.truncated
-            + self.bad_version
-            + self.wrong_team
-            + self.auth_failed
-            + self.replayed
-            + self.too_old
+        self.truncated + self.bad_version + self.wrong_team + self.auth_failed + self.replayed + self.too_old
     }
 }
 
@@ -464,11 +446,7 @@ impl Opener {
         // Cheap pre-check before spending a decryption on a frame the window would refuse.
         if let Some((w, _)) = self.windows.get(&sender) {
             w.check(pn).map_err(|old| {
-                if old {
-                    OpenError::TooOld { sender, pn }
-                } else {
-                    OpenError::Replayed { sender, pn }
-                }
+                if old { OpenError::TooOld { sender, pn } } else { OpenError::Replayed { sender, pn } }
             })?;
         }
         let (head, body, tag) = f.split_mut();
@@ -480,28 +458,16 @@ impl Opener {
         self.tick += 1;
         if !self.windows.contains_key(&sender)
             && self.windows.len() >= self.max_senders
-            && let Some(oldest) = self
-                .windows
-                .iter()
-                .min_by_key(|(_, (_, t))| *t)
-                .map(|(&s, _)| s)
+            && let Some(oldest) = self.windows.iter().min_by_key(|(_, (_, t))| *t).map(|(&s, _)| s)
         {
             self.windows.remove(&oldest);
             self.counters.senders_evicted += 1;
         }
         let tick = self.tick;
-        let (w, t) = self
-            .windows
-            .entry(sender)
-            .or_insert_with(|| (ReplayWindow::new(), 0));
+        let (w, t) = self.windows.entry(sender).or_insert_with(|| (ReplayWindow::new(), 0));
         *t = tick;
-        w.accept(pn).map_err(|old| {
-            if old {
-                OpenError::TooOld { sender, pn }
-            } else {
-                OpenError::Replayed { sender, pn }
-            }
-        })?;
+        w.accept(pn)
+            .map_err(|old| if old { OpenError::TooOld { sender, pn } } else { OpenError::Replayed { sender, pn } })?;
         Ok(repr)
     }
 }

@@ -78,29 +78,16 @@ pub struct HelloRepr {
 /// A parsed LRT packet; symbol payloads borrow from the datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LrtRepr<'a> {
-    Symbol {
-        header: SymbolRepr,
-        payload: &'a [u8],
-    },
+    Symbol { header: SymbolRepr, payload: &'a [u8] },
     Ack(AckRepr),
     Hello(HelloRepr),
     HelloAck(HelloRepr),
     Ping,
-    Close {
-        code: u16,
-    },
+    Close { code: u16 },
 }
 
 fn need(b: &[u8], kind: u8, len: usize) -> Result<(), LrtError> {
-    if b.len() < len {
-        Err(LrtError::Truncated {
-            kind,
-            need: len,
-            got: b.len(),
-        })
-    } else {
-        Ok(())
-    }
+    if b.len() < len { Err(LrtError::Truncated { kind, need: len, got: b.len() }) } else { Ok(()) }
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -139,10 +126,7 @@ impl<'a> LrtRepr<'a> {
             kind::SOURCE | kind::REPAIR => {
                 let p = SymbolPacket::new_checked(b)?;
                 let header = SymbolRepr::parse(&p)?;
-                Ok(LrtRepr::Symbol {
-                    header,
-                    payload: &b[symbol::HEADER_LEN..],
-                })
+                Ok(LrtRepr::Symbol { header, payload: &b[symbol::HEADER_LEN..] })
             }
             kind::ACK => {
                 need(b, k, ACK_LEN)?;
@@ -210,11 +194,7 @@ impl<'a> LrtRepr<'a> {
                 b[20..28].copy_from_slice(&a.rx_data.to_be_bytes());
             }
             LrtRepr::Hello(h) | LrtRepr::HelloAck(h) => {
-                b[0] = if matches!(self, LrtRepr::Hello(_)) {
-                    kind::HELLO
-                } else {
-                    kind::HELLO_ACK
-                };
+                b[0] = if matches!(self, LrtRepr::Hello(_)) { kind::HELLO } else { kind::HELLO_ACK };
                 b[2] = h.version;
                 b[4..6].copy_from_slice(&h.symbol_size.to_be_bytes());
                 b[6..8].copy_from_slice(&h.max_window.to_be_bytes());
@@ -233,10 +213,7 @@ impl<'a> LrtRepr<'a> {
 
 /// Convenience for symbol packets: the header a source symbol `index` of `coder` carries.
 pub fn source_header(coder: u16, index: u32) -> SymbolRepr {
-    SymbolRepr {
-        coder,
-        kind: SymbolKind::Source { index },
-    }
+    SymbolRepr { coder, kind: SymbolKind::Source { index } }
 }
 
 #[cfg(test)]
@@ -250,10 +227,7 @@ mod tests {
         assert_eq!(LrtRepr::parse(&buf[..n]).unwrap(), r);
         for cut in 0..n {
             if !matches!(r, LrtRepr::Symbol { .. }) || cut < symbol::HEADER_LEN {
-                assert!(
-                    LrtRepr::parse(&buf[..cut]).is_err(),
-                    "{r:?} truncated to {cut}"
-                );
+                assert!(LrtRepr::parse(&buf[..cut]).is_err(), "{r:?} truncated to {cut}");
             }
         }
         assert!(r.emit(&mut buf[..n - 1]).is_none());
@@ -261,13 +235,7 @@ mod tests {
 
     #[test]
     fn every_packet_round_trips_and_rejects_truncation() {
-        let hello = HelloRepr {
-            version: 1,
-            symbol_size: 1200,
-            max_window: 256,
-            coder_symbols: 4096,
-            conn_id: 0xABCD,
-        };
+        let hello = HelloRepr { version: 1, symbol_size: 1200, max_window: 256, coder_symbols: 4096, conn_id: 0xABCD };
         round_trip(LrtRepr::Ack(AckRepr {
             coder: 3,
             full_rank: true,
@@ -280,50 +248,26 @@ mod tests {
         round_trip(LrtRepr::HelloAck(hello));
         round_trip(LrtRepr::Ping);
         round_trip(LrtRepr::Close { code: 9 });
-        round_trip(LrtRepr::Symbol {
-            header: source_header(1, 5),
-            payload: b"abc",
-        });
+        round_trip(LrtRepr::Symbol { header: source_header(1, 5), payload: b"abc" });
     }
 
     #[test]
     fn ack_bytes() {
-        let a = AckRepr {
-            coder: 0x0102,
-            full_rank: false,
-            seen: 5,
-            released: 4,
-            echo_pn: 9,
-            rx_data: 10,
-        };
+        let a = AckRepr { coder: 0x0102, full_rank: false, seen: 5, released: 4, echo_pn: 9, rx_data: 10 };
         let mut buf = [0u8; ACK_LEN];
         LrtRepr::Ack(a).emit(&mut buf).unwrap();
-        assert_eq!(
-            buf,
-            [
-                2, 0, 1, 2, 0, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 10
-            ]
-        );
+        assert_eq!(buf, [2, 0, 1, 2, 0, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 10]);
     }
 
     #[test]
     fn bad_packets_are_typed_errors() {
         assert_eq!(LrtRepr::parse(&[]), Err(LrtError::Empty));
         assert_eq!(LrtRepr::parse(&[99, 0]), Err(LrtError::UnknownType(99)));
-        assert_eq!(
-            LrtRepr::parse(&[kind::PING, 1]),
-            Err(LrtError::Reserved { kind: kind::PING })
-        );
+        assert_eq!(LrtRepr::parse(&[kind::PING, 1]), Err(LrtError::Reserved { kind: kind::PING }));
         let mut ack = [0u8; ACK_LEN];
         ack[0] = kind::ACK;
         ack[1] = 0x80;
-        assert_eq!(
-            LrtRepr::parse(&ack),
-            Err(LrtError::Reserved { kind: kind::ACK })
-        );
-        assert!(matches!(
-            LrtRepr::parse(&[kind::REPAIR, 0, 0]),
-            Err(LrtError::Symbol(SymbolError::Truncated(3)))
-        ));
+        assert_eq!(LrtRepr::parse(&ack), Err(LrtError::Reserved { kind: kind::ACK }));
+        assert!(matches!(LrtRepr::parse(&[kind::REPAIR, 0, 0]), Err(LrtError::Symbol(SymbolError::Truncated(3)))));
     }
 }

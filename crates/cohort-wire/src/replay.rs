@@ -20,10 +20,7 @@ impl Default for ReplayWindow {
 
 impl ReplayWindow {
     pub fn new() -> Self {
-        ReplayWindow {
-            top: 0,
-            bits: [0; WORDS],
-        }
+        ReplayWindow { top: 0, bits: [0; WORDS] }
     }
 
     fn slot(pn: u64) -> (usize, u64) {
@@ -41,11 +38,7 @@ impl ReplayWindow {
             return Err(true);
         }
         let (w, b) = Self::slot(pn);
-        if self.bits[w] & b != 0 {
-            Err(false)
-        } else {
-            Ok(())
-        }
+        if self.bits[w] & b != 0 { Err(false) } else { Ok(()) }
     }
 
     /// Records `pn` as accepted, with the same errors as [`check`](Self::check).
@@ -96,15 +89,9 @@ mod tests {
         let mut top = 0u64;
         let mut x = 12345u64;
         for _ in 0..200_000 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let jump = (x >> 33) % 100;
-            let pn = if jump < 70 {
-                top + (x >> 50) % 4
-            } else {
-                top.saturating_sub((x >> 40) % 1200)
-            };
+            let pn = if jump < 70 { top + (x >> 50) % 4 } else { top.saturating_sub((x >> 40) % 1200) };
             let got = w.accept(pn);
             let fresh = !seen.contains(&pn);
             if got.is_ok() {
@@ -112,10 +99,7 @@ mod tests {
                 seen.insert(pn);
                 top = top.max(pn + 1);
             } else if fresh {
-                assert!(
-                    top - pn > WINDOW - 64,
-                    "pn {pn} refused though fresh and recent (top {top})"
-                );
+                assert!(top - pn > WINDOW - 64, "pn {pn} refused though fresh and recent (top {top})");
             }
         }
     }

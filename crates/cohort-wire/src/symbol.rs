@@ -80,11 +80,7 @@ impl<T: AsRef<[u8]>> SymbolPacket<T> {
     /// Ensures every header accessor is in bounds.
     pub fn check_len(&self) -> Result<(), SymbolError> {
         let len = self.buffer.as_ref().len();
-        if len < HEADER_LEN {
-            Err(SymbolError::Truncated(len))
-        } else {
-            Ok(())
-        }
+        if len < HEADER_LEN { Err(SymbolError::Truncated(len)) } else { Ok(()) }
     }
 
     pub fn into_inner(self) -> T {
@@ -191,18 +187,11 @@ impl SymbolRepr {
                 if u64::from(first) + u64::from(count) > 1 << 32 {
                     return Err(SymbolError::IndexOverflow { first, count });
                 }
-                SymbolKind::Repair {
-                    first,
-                    count,
-                    key: p.key(),
-                }
+                SymbolKind::Repair { first, count, key: p.key() }
             }
             k => return Err(SymbolError::Kind(k)),
         };
-        Ok(SymbolRepr {
-            coder: p.coder(),
-            kind,
-        })
+        Ok(SymbolRepr { coder: p.coder(), kind })
     }
 
     /// Bytes the header takes.
@@ -236,11 +225,7 @@ impl fmt::Display for SymbolRepr {
         match self.kind {
             SymbolKind::Source { index } => write!(f, "coder {} source {}", self.coder, index),
             SymbolKind::Repair { first, count, key } => {
-                write!(
-                    f,
-                    "coder {} repair [{}, +{}) key {}",
-                    self.coder, first, count, key
-                )
+                write!(f, "coder {} repair [{}, +{}) key {}", self.coder, first, count, key)
             }
         }
     }
@@ -250,25 +235,14 @@ impl fmt::Display for SymbolRepr {
 mod tests {
     use super::*;
 
-    static REPAIR_BYTES: [u8; 15] = [
-        0x01, 0x00, 0x00, 0x07, 0x00, 0x00, 0x01, 0x02, 0x00, 0x40, 0xBE, 0xEF, 0xAA, 0xBB, 0xCC,
-    ];
+    static REPAIR_BYTES: [u8; 15] =
+        [0x01, 0x00, 0x00, 0x07, 0x00, 0x00, 0x01, 0x02, 0x00, 0x40, 0xBE, 0xEF, 0xAA, 0xBB, 0xCC];
 
     #[test]
     fn repair_bytes_round_trip() {
         let p = SymbolPacket::new_checked(&REPAIR_BYTES[..]).unwrap();
         let r = SymbolRepr::parse(&p).unwrap();
-        assert_eq!(
-            r,
-            SymbolRepr {
-                coder: 7,
-                kind: SymbolKind::Repair {
-                    first: 258,
-                    count: 64,
-                    key: 0xBEEF
-                }
-            }
-        );
+        assert_eq!(r, SymbolRepr { coder: 7, kind: SymbolKind::Repair { first: 258, count: 64, key: 0xBEEF } });
         assert_eq!(p.payload(), &[0xAA, 0xBB, 0xCC]);
         let mut buf = [0u8; 15];
         buf[12..].copy_from_slice(&[0xAA, 0xBB, 0xCC]);
@@ -279,26 +253,17 @@ mod tests {
 
     #[test]
     fn source_round_trip() {
-        let r = SymbolRepr {
-            coder: 1,
-            kind: SymbolKind::Source { index: u32::MAX },
-        };
+        let r = SymbolRepr { coder: 1, kind: SymbolKind::Source { index: u32::MAX } };
         let mut buf = [0xFFu8; HEADER_LEN];
         r.emit(&mut SymbolPacket::new_unchecked(&mut buf[..]));
         assert_eq!(buf, [0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0]);
-        assert_eq!(
-            SymbolRepr::parse(&SymbolPacket::new_unchecked(&buf[..])).unwrap(),
-            r
-        );
+        assert_eq!(SymbolRepr::parse(&SymbolPacket::new_unchecked(&buf[..])).unwrap(), r);
     }
 
     #[test]
     fn malformed_headers_are_typed_errors() {
         for len in 0..HEADER_LEN {
-            assert_eq!(
-                SymbolPacket::new_checked(&REPAIR_BYTES[..len]).unwrap_err(),
-                SymbolError::Truncated(len)
-            );
+            assert_eq!(SymbolPacket::new_checked(&REPAIR_BYTES[..len]).unwrap_err(), SymbolError::Truncated(len));
             assert!(SymbolRepr::parse(&SymbolPacket::new_unchecked(&REPAIR_BYTES[..len])).is_err());
         }
         let parse = |f: &dyn Fn(&mut [u8])| {
@@ -308,17 +273,8 @@ mod tests {
         };
         assert_eq!(parse(&|b| b[0] = 9), Err(SymbolError::Kind(9)));
         assert_eq!(parse(&|b| b[1] = 1), Err(SymbolError::Reserved(1)));
-        assert_eq!(
-            parse(&|b| b[0] = 0),
-            Err(SymbolError::SourceWithRepairFields)
-        );
+        assert_eq!(parse(&|b| b[0] = 0), Err(SymbolError::SourceWithRepairFields));
         assert_eq!(parse(&|b| b[8..10].fill(0)), Err(SymbolError::EmptyRepair));
-        assert_eq!(
-            parse(&|b| b[4..8].fill(0xFF)),
-            Err(SymbolError::IndexOverflow {
-                first: u32::MAX,
-                count: 64
-            })
-        );
+        assert_eq!(parse(&|b| b[4..8].fill(0xFF)), Err(SymbolError::IndexOverflow { first: u32::MAX, count: 64 }));
     }
 }

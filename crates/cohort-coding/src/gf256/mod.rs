@@ -135,9 +135,7 @@ impl Kernel {
         *BEST.get_or_init(|| {
             let all = Kernel::available();
             let wanted = std::env::var("COHORT_GF_KERNEL").ok();
-            wanted
-                .and_then(|w| all.iter().copied().find(|k| k.to_string() == w))
-                .unwrap_or_else(|| all[all.len() - 1])
+            wanted.and_then(|w| all.iter().copied().find(|k| k.to_string() == w)).unwrap_or_else(|| all[all.len() - 1])
         })
     }
 

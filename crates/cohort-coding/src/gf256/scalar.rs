@@ -21,8 +21,8 @@ pub fn xor(dst: &mut [u8], src: &[u8]) {
     let mut d = dst.chunks_exact_mut(8);
     let mut s = src.chunks_exact(8);
     for (dw, sw) in (&mut d).zip(&mut s) {
-        let x = u64::from_ne_bytes(dw.try_into().unwrap_or([0; 8]))
-            ^ u64::from_ne_bytes(sw.try_into().unwrap_or([0; 8]));
+        let x =
+            u64::from_ne_bytes(dw.try_into().unwrap_or([0; 8])) ^ u64::from_ne_bytes(sw.try_into().unwrap_or([0; 8]));
         dw.copy_from_slice(&x.to_ne_bytes());
     }
     for (db, sb) in d.into_remainder().iter_mut().zip(s.remainder()) {

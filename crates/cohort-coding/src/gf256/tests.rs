@@ -25,11 +25,8 @@ fn all_products_match_log_exp_reference() {
     let (log, exp) = log_exp();
     for a in 0..=255u8 {
         for b in 0..=255u8 {
-            let want = if a == 0 || b == 0 {
-                0
-            } else {
-                exp[(log[a as usize] as usize + log[b as usize] as usize) % 255]
-            };
+            let want =
+                if a == 0 || b == 0 { 0 } else { exp[(log[a as usize] as usize + log[b as usize] as usize) % 255] };
             assert_eq!(mul(a, b), want, "{a} * {b}");
             assert_eq!(mul_slow(a, b), want);
         }
@@ -94,11 +91,7 @@ fn every_kernel_matches_scalar_for_every_length_and_alignment() {
             let got = &mut got_buf[d_off..d_off + len];
             Kernel::SCALAR.axpy(&mut want, c, src);
             k.axpy(got, c, src);
-            assert_eq!(
-                got,
-                &want[..],
-                "{k} axpy len={len} c={c} offsets=({so},{d_off})"
-            );
+            assert_eq!(got, &want[..], "{k} axpy len={len} c={c} offsets=({so},{d_off})");
 
             let mut ws = src.to_vec();
             let mut gs = src_all.clone();
@@ -113,18 +106,11 @@ fn every_kernel_matches_scalar_for_every_length_and_alignment() {
 fn every_kernel_combine_matches_sum_of_axpys() {
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     for k in Kernel::available() {
-        for &len in &[
-            0usize, 1, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1200, 1201, 4096,
-        ] {
+        for &len in &[0usize, 1, 15, 16, 17, 31, 33, 63, 64, 65, 127, 1200, 1201, 4096] {
             for &nsrc in &[0usize, 1, 2, 3, 8, 64] {
-                let srcs: Vec<Vec<u8>> =
-                    (0..nsrc).map(|_| random_bytes(&mut rng, len + 3)).collect();
+                let srcs: Vec<Vec<u8>> = (0..nsrc).map(|_| random_bytes(&mut rng, len + 3)).collect();
                 let coefs: Vec<u8> = (0..nsrc).map(|_| rng.random()).collect();
-                let terms: Vec<(u8, &[u8])> = coefs
-                    .iter()
-                    .zip(&srcs)
-                    .map(|(&c, s)| (c, &s[3..]))
-                    .collect();
+                let terms: Vec<(u8, &[u8])> = coefs.iter().zip(&srcs).map(|(&c, s)| (c, &s[3..])).collect();
                 let base = random_bytes(&mut rng, len);
                 let mut want = base.clone();
                 for &(c, s) in &terms {

@@ -132,10 +132,7 @@ pub unsafe fn axpy_avx2(dst: &mut [u8], c: u8, src: &[u8]) {
         while i + 32 <= n {
             let s = _mm256_loadu_si256(src.as_ptr().add(i).cast());
             let d = _mm256_loadu_si256(dst.as_ptr().add(i).cast());
-            _mm256_storeu_si256(
-                dst.as_mut_ptr().add(i).cast(),
-                _mm256_xor_si256(d, mul32(s, lo, hi)),
-            );
+            _mm256_storeu_si256(dst.as_mut_ptr().add(i).cast(), _mm256_xor_si256(d, mul32(s, lo, hi)));
             i += 32;
         }
     }
@@ -211,10 +208,7 @@ pub unsafe fn axpy_avx512(dst: &mut [u8], c: u8, src: &[u8]) {
         while i + 64 <= n {
             let s = _mm512_loadu_si512(src.as_ptr().add(i).cast());
             let d = _mm512_loadu_si512(dst.as_ptr().add(i).cast());
-            _mm512_storeu_si512(
-                dst.as_mut_ptr().add(i).cast(),
-                _mm512_xor_si512(d, mul64(s, lo, hi)),
-            );
+            _mm512_storeu_si512(dst.as_mut_ptr().add(i).cast(), _mm512_xor_si512(d, mul64(s, lo, hi)));
             i += 64;
         }
     }
@@ -288,10 +282,7 @@ pub unsafe fn scale_gfni256(buf: &mut [u8], c: u8) {
         let m = _mm256_set1_epi64x(AFFINE[c as usize] as i64);
         while i + 32 <= n {
             let s = _mm256_loadu_si256(buf.as_ptr().add(i).cast());
-            _mm256_storeu_si256(
-                buf.as_mut_ptr().add(i).cast(),
-                _mm256_gf2p8affine_epi64_epi8::<0>(s, m),
-            );
+            _mm256_storeu_si256(buf.as_mut_ptr().add(i).cast(), _mm256_gf2p8affine_epi64_epi8::<0>(s, m));
             i += 32;
         }
     }
@@ -347,10 +338,7 @@ pub unsafe fn scale_gfni512(buf: &mut [u8], c: u8) {
         let m = _mm512_set1_epi64(AFFINE[c as usize] as i64);
         while i + 64 <= n {
             let s = _mm512_loadu_si512(buf.as_ptr().add(i).cast());
-            _mm512_storeu_si512(
-                buf.as_mut_ptr().add(i).cast(),
-                _mm512_gf2p8affine_epi64_epi8::<0>(s, m),
-            );
+            _mm512_storeu_si512(buf.as_mut_ptr().add(i).cast(), _mm512_gf2p8affine_epi64_epi8::<0>(s, m));
             i += 64;
         }
     }

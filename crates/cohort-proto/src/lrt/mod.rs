@@ -15,10 +15,7 @@ mod conn;
 pub mod pace;
 pub mod stream;
 
-pub use conn::{
-    CloseReason, Config, ConfigError, ConnStats, Connection, Event, RecvError, Role, SendError,
-    State,
-};
+pub use conn::{CloseReason, Config, ConfigError, ConnStats, Connection, Event, RecvError, Role, SendError, State};
 
 #[cfg(test)]
 mod tests;

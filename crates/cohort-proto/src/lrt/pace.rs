@@ -14,12 +14,7 @@ pub struct TokenBucket {
 
 impl TokenBucket {
     pub fn new(rate_bps: u64, burst_bytes: usize, now: Instant) -> Self {
-        TokenBucket {
-            rate_bps,
-            burst_bytes: burst_bytes as f64,
-            tokens: burst_bytes as f64,
-            last: now,
-        }
+        TokenBucket { rate_bps, burst_bytes: burst_bytes as f64, tokens: burst_bytes as f64, last: now }
     }
 
     fn refill(&mut self, now: Instant) {
@@ -90,12 +85,20 @@ impl LossEstimator {
 
     /// The current loss rate, 0 before any evidence.
     pub fn loss(&self) -> f64 {
-        if self.sent == 0 {
-            0.0
-        } else {
-            1.0 - self.received as f64 / self.sent as f64
-        }
+        if self.sent == 0 { 0.0 } else { 1.0 - self.received as f64 / self.sent as f64 }
     }
+}
+
+/// Repairs to send per source symbol at loss rate `p`: `p + spread * sqrt(p)`, in `[min, max]`.
+///
+/// A lost source symbol is released once the repairs received since the first undecoded loss
+/// catch up with the losses since then. That race is a random walk drifting at
+/// `r (1 - p) - p` per symbol with a spread that grows like `sqrt(p)`, so the margin over `p`
+/// that keeps its tail (and the 99th-percentile delay) short grows like `sqrt(p)` as well.
+/// With `spread = 0.6`: 29% redundancy at 10% loss, 18% at 5%, 7% at 1%.
+pub fn redundancy(p: f64, spread: f64, min: f64, max: f64) -> f64 {
+    let p = p.clamp(0.0, 1.0);
+    (p + spread * p.sqrt()).clamp(min, max)
 }
 
 /// Smoothed round-trip time (RFC 6298 style).
@@ -109,12 +112,7 @@ pub struct RttEstimator {
 
 impl RttEstimator {
     pub fn new(initial: Duration) -> Self {
-        RttEstimator {
-            srtt: None,
-            rttvar: initial / 2,
-            min: Duration::MAX,
-            initial,
-        }
+        RttEstimator { srtt: None, rttvar: initial / 2, min: Duration::MAX, initial }
     }
 
     pub fn sample(&mut self, rtt: Duration) {
@@ -174,10 +172,15 @@ mod tests {
         }
         assert_eq!(l.loss(), 0.0, "old evidence leaves the window");
         l.record(5, 9);
-        assert!(
-            l.loss() >= 0.0,
-            "more received than sent (reordering) is clamped"
-        );
+        assert!(l.loss() >= 0.0, "more received than sent (reordering) is clamped");
+    }
+
+    #[test]
+    fn redundancy_grows_with_the_square_root_of_loss() {
+        assert!((redundancy(0.10, 0.6, 0.02, 1.0) - 0.2897).abs() < 1e-3);
+        assert!((redundancy(0.01, 0.6, 0.02, 1.0) - 0.07).abs() < 1e-9);
+        assert_eq!(redundancy(0.0, 0.6, 0.02, 1.0), 0.02);
+        assert_eq!(redundancy(0.9, 0.6, 0.02, 1.0), 1.0);
     }
 
     #[test]

@@ -28,12 +28,7 @@ pub struct Divider {
 impl Divider {
     /// A divider for symbols of `symbol_size` (at least 5 bytes: a prefix and one body byte).
     pub fn new(symbol_size: usize) -> Self {
-        Divider {
-            symbol_size,
-            queue: VecDeque::new(),
-            front_sent: None,
-            queued_bytes: 0,
-        }
+        Divider { symbol_size, queue: VecDeque::new(), front_sent: None, queued_bytes: 0 }
     }
 
     /// Queues a message (the caller checked its size).
@@ -108,10 +103,7 @@ pub struct Reassembler {
 
 impl Reassembler {
     pub fn new(symbol_size: usize) -> Self {
-        Reassembler {
-            symbol_size,
-            partial: None,
-        }
+        Reassembler { symbol_size, partial: None }
     }
 
     /// Bytes held for a message not yet complete.
@@ -120,11 +112,7 @@ impl Reassembler {
     }
 
     /// Consumes one (zero-padded, full-size) symbol; completed messages go to `out`.
-    pub fn push_symbol(
-        &mut self,
-        sym: &[u8],
-        out: &mut VecDeque<Vec<u8>>,
-    ) -> Result<(), StreamError> {
+    pub fn push_symbol(&mut self, sym: &[u8], out: &mut VecDeque<Vec<u8>>) -> Result<(), StreamError> {
         let s = sym.len().min(self.symbol_size);
         let mut pos = 0;
         while pos < s {
@@ -142,8 +130,7 @@ impl Reassembler {
             if s - pos < PREFIX {
                 break;
             }
-            let len =
-                u32::from_be_bytes([sym[pos], sym[pos + 1], sym[pos + 2], sym[pos + 3]]) as usize;
+            let len = u32::from_be_bytes([sym[pos], sym[pos + 1], sym[pos + 2], sym[pos + 3]]) as usize;
             pos += PREFIX;
             if len == 0 {
                 break;
@@ -201,11 +188,7 @@ mod tests {
         let msgs: Vec<Vec<u8>> = (0..10).map(|i| vec![i as u8; 1024]).collect();
         let (got, symbols) = run(1200, &msgs, 0);
         assert_eq!(got, msgs);
-        assert_eq!(
-            symbols,
-            (10 * 1028usize).div_ceil(1200),
-            "packed back to back"
-        );
+        assert_eq!(symbols, (10 * 1028usize).div_ceil(1200), "packed back to back");
     }
 
     #[test]
@@ -221,10 +204,7 @@ mod tests {
         let mut r = Reassembler::new(8);
         let mut out = VecDeque::new();
         let sym = [0x01, 0x00, 0x00, 0x01, 0, 0, 0, 0];
-        assert_eq!(
-            r.push_symbol(&sym, &mut out),
-            Err(StreamError::TooLong((16 << 20) + 1))
-        );
+        assert_eq!(r.push_symbol(&sym, &mut out), Err(StreamError::TooLong((16 << 20) + 1)));
     }
 
     proptest! {

@@ -22,13 +22,7 @@ struct Faults {
 
 impl Faults {
     fn clean(owd_ms: u64) -> Self {
-        Faults {
-            owd: Duration::from_millis(owd_ms),
-            loss: 0.0,
-            ge: None,
-            dup: 0.0,
-            jitter: Duration::ZERO,
-        }
+        Faults { owd: Duration::from_millis(owd_ms), loss: 0.0, ge: None, dup: 0.0, jitter: Duration::ZERO }
     }
 }
 
@@ -46,11 +40,7 @@ impl Wire {
         let lost = match self.f.ge {
             None => rng.random_bool(self.f.loss),
             Some((gb, bg)) => {
-                self.bad = if self.bad {
-                    !rng.random_bool(bg)
-                } else {
-                    rng.random_bool(gb)
-                };
+                self.bad = if self.bad { !rng.random_bool(bg) } else { rng.random_bool(gb) };
                 self.bad && rng.random_bool(self.f.loss)
             }
         };
@@ -60,11 +50,7 @@ impl Wire {
         }
         let copies = if rng.random_bool(self.f.dup) { 2 } else { 1 };
         for _ in 0..copies {
-            let j = if self.f.jitter.is_zero() {
-                Duration::ZERO
-            } else {
-                self.f.jitter.mul_f64(rng.random())
-            };
+            let j = if self.f.jitter.is_zero() { Duration::ZERO } else { self.f.jitter.mul_f64(rng.random()) };
             self.q.push((now + self.f.owd + j, pn, pkt.to_vec()));
         }
     }
@@ -77,11 +63,7 @@ impl Wire {
         let mut out: Vec<(Instant, u64, Vec<u8>)> = vec![];
         let mut i = 0;
         while i < self.q.len() {
-            if self.q[i].0 <= now {
-                out.push(self.q.swap_remove(i))
-            } else {
-                i += 1
-            }
+            if self.q[i].0 <= now { out.push(self.q.swap_remove(i)) } else { i += 1 }
         }
         out.sort_by_key(|x| x.0);
         out.into_iter().map(|(_, pn, p)| (pn, p)).collect()
@@ -112,20 +94,8 @@ impl Pair {
             a: Connection::connect(cfg.clone(), 42, now).unwrap(),
             b: Connection::accept(cfg, now).unwrap(),
             now,
-            ab: Wire {
-                f: ab,
-                bad: false,
-                q: vec![],
-                sent: 0,
-                lost: 0,
-            },
-            ba: Wire {
-                f: ba,
-                bad: false,
-                q: vec![],
-                sent: 0,
-                lost: 0,
-            },
+            ab: Wire { f: ab, bad: false, q: vec![], sent: 0, lost: 0 },
+            ba: Wire { f: ba, bad: false, q: vec![], sent: 0, lost: 0 },
             pn_a: 0,
             pn_b: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
@@ -140,14 +110,12 @@ impl Pair {
         loop {
             let mut any = false;
             while let Some(n) = self.a.poll_transmit(self.now, self.pn_a, &mut self.buf) {
-                self.ab
-                    .send(&mut self.rng, self.now, self.pn_a, &self.buf[..n]);
+                self.ab.send(&mut self.rng, self.now, self.pn_a, &self.buf[..n]);
                 self.pn_a += 1;
                 any = true;
             }
             while let Some(n) = self.b.poll_transmit(self.now, self.pn_b, &mut self.buf) {
-                self.ba
-                    .send(&mut self.rng, self.now, self.pn_b, &self.buf[..n]);
+                self.ba.send(&mut self.rng, self.now, self.pn_b, &self.buf[..n]);
                 self.pn_b += 1;
                 any = true;
             }
@@ -173,15 +141,10 @@ impl Pair {
     /// One step: jump to the next event, handle it, flush.
     fn step(&mut self, limit: Instant) -> bool {
         self.flush();
-        let next = [
-            self.a.poll_timeout(),
-            self.b.poll_timeout(),
-            self.ab.next_at(),
-            self.ba.next_at(),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
+        let next = [self.a.poll_timeout(), self.b.poll_timeout(), self.ab.next_at(), self.ba.next_at()]
+            .into_iter()
+            .flatten()
+            .min();
         let Some(t) = next else { return false };
         if t > limit {
             self.now = limit;
@@ -227,15 +190,7 @@ fn message(i: u64, size: usize) -> Vec<u8> {
 }
 
 /// Sends `count` messages of `size` bytes every `interval`, then drains; returns the pair.
-fn stream(
-    cfg: Config,
-    ab: Faults,
-    ba: Faults,
-    seed: u64,
-    count: u64,
-    size: usize,
-    interval: Duration,
-) -> Pair {
+fn stream(cfg: Config, ab: Faults, ba: Faults, seed: u64, count: u64, size: usize, interval: Duration) -> Pair {
     let mut p = Pair::new(cfg, ab, ba, seed);
     while p.a.state() == &State::Handshaking && p.now < Instant::from_millis(4000) {
         p.drive_for(Duration::from_millis(50));
@@ -253,39 +208,19 @@ fn stream(
 }
 
 fn assert_exactly_once_in_order(p: &Pair, count: u64, size: usize, seed: u64) {
-    assert_eq!(
-        p.got.len() as u64,
-        count,
-        "seed {seed}: delivered {} of {count}",
-        p.got.len()
-    );
+    assert_eq!(p.got.len() as u64, count, "seed {seed}: delivered {} of {count}", p.got.len());
     for (i, (_, m)) in p.got.iter().enumerate() {
-        assert_eq!(
-            m,
-            &message(i as u64, size),
-            "seed {seed}: message {i} differs or out of order"
-        );
+        assert_eq!(m, &message(i as u64, size), "seed {seed}: message {i} differs or out of order");
     }
 }
 
 #[test]
 fn handshake_then_lossless_stream_arrives_at_one_way_delay() {
     let cfg = Config::default();
-    let p = stream(
-        cfg,
-        Faults::clean(50),
-        Faults::clean(50),
-        1,
-        200,
-        1000,
-        Duration::from_millis(1),
-    );
+    let p = stream(cfg, Faults::clean(50), Faults::clean(50), 1, 200, 1000, Duration::from_millis(1));
     assert_exactly_once_in_order(&p, 200, 1000, 1);
     let s = p.a.stats();
-    assert_eq!(
-        s.source_sent, 200,
-        "one 1 KB message per symbol, sent at once"
-    );
+    assert_eq!(s.source_sent, 200, "one 1 KB message per symbol, sent at once");
     assert_eq!(p.b.stats().symbols_rejected, 0);
     assert!(s.loss_estimate < 1e-9);
 }
@@ -293,46 +228,20 @@ fn handshake_then_lossless_stream_arrives_at_one_way_delay() {
 #[test]
 fn iid_loss_is_repaired_without_retransmission() {
     for seed in 0..6 {
-        let lossy = Faults {
-            loss: 0.10,
-            ..Faults::clean(50)
-        };
-        let p = stream(
-            Config::default(),
-            lossy,
-            lossy,
-            seed,
-            1000,
-            1000,
-            Duration::from_millis(1),
-        );
+        let lossy = Faults { loss: 0.10, ..Faults::clean(50) };
+        let p = stream(Config::default(), lossy, lossy, seed, 1000, 1000, Duration::from_millis(1));
         assert_exactly_once_in_order(&p, 1000, 1000, seed);
         let s = p.a.stats();
         assert!(p.ab.lost > 50, "seed {seed}: the link lost packets");
-        assert!(
-            (0.05..0.15).contains(&s.loss_estimate),
-            "seed {seed}: loss estimate {}",
-            s.loss_estimate
-        );
+        assert!((0.05..0.15).contains(&s.loss_estimate), "seed {seed}: loss estimate {}", s.loss_estimate);
         assert!(s.repair_sent > 100);
     }
 }
 
 #[test]
 fn low_rate_flow_gets_repairs_on_the_timer() {
-    let lossy = Faults {
-        loss: 0.10,
-        ..Faults::clean(50)
-    };
-    let p = stream(
-        Config::default(),
-        lossy,
-        lossy,
-        3,
-        300,
-        1000,
-        Duration::from_millis(10),
-    );
+    let lossy = Faults { loss: 0.10, ..Faults::clean(50) };
+    let p = stream(Config::default(), lossy, lossy, 3, 300, 1000, Duration::from_millis(10));
     assert_exactly_once_in_order(&p, 300, 1000, 3);
     assert!(p.a.stats().repair_timer_sent > 50, "{:?}", p.a.stats());
 }
@@ -358,15 +267,8 @@ fn faults_sweep_bursty_reordered_duplicated() {
 
 #[test]
 fn large_messages_span_many_symbols_and_many_coders() {
-    let cfg = Config {
-        coder_symbols: 64,
-        max_window: 32,
-        ..Config::default()
-    };
-    let lossy = Faults {
-        loss: 0.05,
-        ..Faults::clean(20)
-    };
+    let cfg = Config { coder_symbols: 64, max_window: 32, ..Config::default() };
+    let lossy = Faults { loss: 0.05, ..Faults::clean(20) };
     let p = stream(cfg, lossy, lossy, 9, 20, 200_000, Duration::from_millis(20));
     assert_exactly_once_in_order(&p, 20, 200_000, 9);
     assert!(p.a.stats().coders_opened > 10, "{:?}", p.a.stats());
@@ -374,15 +276,8 @@ fn large_messages_span_many_symbols_and_many_coders() {
 
 #[test]
 fn lost_full_rank_ack_is_resent_on_out_of_date_symbols() {
-    let cfg = Config {
-        coder_symbols: 8,
-        max_window: 8,
-        ..Config::default()
-    };
-    let lossy = Faults {
-        loss: 0.3,
-        ..Faults::clean(5)
-    };
+    let cfg = Config { coder_symbols: 8, max_window: 8, ..Config::default() };
+    let lossy = Faults { loss: 0.3, ..Faults::clean(5) };
     let p = stream(cfg, lossy, lossy, 5, 400, 500, Duration::from_millis(2));
     assert_exactly_once_in_order(&p, 400, 500, 5);
     let b = p.b.stats();
@@ -391,11 +286,7 @@ fn lost_full_rank_ack_is_resent_on_out_of_date_symbols() {
 
 #[test]
 fn slow_receiver_bounds_memory_and_send_blocks() {
-    let cfg = Config {
-        recv_buffer_bytes: 64 * 1024,
-        send_buffer_bytes: 256 * 1024,
-        ..Config::default()
-    };
+    let cfg = Config { recv_buffer_bytes: 64 * 1024, send_buffer_bytes: 256 * 1024, ..Config::default() };
     let mut p = Pair::new(cfg, Faults::clean(10), Faults::clean(10), 1);
     p.b_reads = false;
     p.drive_for(Duration::from_millis(100));
@@ -412,22 +303,11 @@ fn slow_receiver_bounds_memory_and_send_blocks() {
         }
         p.drive_for(Duration::from_micros(100));
     }
-    assert!(
-        blocked,
-        "send must push back once the receiver stops reading"
-    );
+    assert!(blocked, "send must push back once the receiver stops reading");
     p.drive_for(Duration::from_secs(2));
     let cap = 300 * 1024 + 8 * 256 * 1200 * 3;
-    assert!(
-        p.a.buffered_bytes() < cap,
-        "sender holds {}",
-        p.a.buffered_bytes()
-    );
-    assert!(
-        p.b.buffered_bytes() < cap,
-        "receiver holds {}",
-        p.b.buffered_bytes()
-    );
+    assert!(p.a.buffered_bytes() < cap, "sender holds {}", p.a.buffered_bytes());
+    assert!(p.b.buffered_bytes() < cap, "receiver holds {}", p.b.buffered_bytes());
     // The receiver catches up: everything accepted arrives, in order.
     p.b_reads = true;
     let deadline = p.now + Duration::from_secs(10);
@@ -439,10 +319,7 @@ fn slow_receiver_bounds_memory_and_send_blocks() {
 
 #[test]
 fn vanished_peer_is_an_error_not_a_hang() {
-    let cfg = Config {
-        idle_timeout: Duration::from_secs(2),
-        ..Config::default()
-    };
+    let cfg = Config { idle_timeout: Duration::from_secs(2), ..Config::default() };
     let mut p = Pair::new(cfg, Faults::clean(10), Faults::clean(10), 1);
     p.drive_for(Duration::from_millis(100));
     p.a.send(b"still there?").unwrap();
@@ -450,32 +327,18 @@ fn vanished_peer_is_an_error_not_a_hang() {
     p.ba.f.loss = 1.0;
     p.drive_for(Duration::from_secs(3));
     assert_eq!(p.a.state(), &State::Closed(CloseReason::TimedOut));
-    assert_eq!(
-        p.a.send(b"x"),
-        Err(SendError::Closed(CloseReason::TimedOut))
-    );
+    assert_eq!(p.a.send(b"x"), Err(SendError::Closed(CloseReason::TimedOut)));
     assert_eq!(p.a.recv(), Err(RecvError::Closed(CloseReason::TimedOut)));
     let mut events = vec![];
     while let Some(e) = p.a.poll_event() {
         events.push(e);
     }
-    assert_eq!(
-        events,
-        [Event::Connected, Event::Closed(CloseReason::TimedOut)]
-    );
+    assert_eq!(events, [Event::Connected, Event::Closed(CloseReason::TimedOut)]);
 }
 
 #[test]
 fn handshake_times_out_without_a_server() {
-    let mut p = Pair::new(
-        Config::default(),
-        Faults {
-            loss: 1.0,
-            ..Faults::clean(1)
-        },
-        Faults::clean(1),
-        1,
-    );
+    let mut p = Pair::new(Config::default(), Faults { loss: 1.0, ..Faults::clean(1) }, Faults::clean(1), 1);
     p.drive_for(Duration::from_secs(6));
     assert_eq!(p.a.state(), &State::Closed(CloseReason::HandshakeTimedOut));
 }
@@ -483,23 +346,10 @@ fn handshake_times_out_without_a_server() {
 #[test]
 fn mismatched_parameters_close_both_ends() {
     let mut p = Pair::new(Config::default(), Faults::clean(1), Faults::clean(1), 1);
-    p.b = Connection::accept(
-        Config {
-            symbol_size: 1000,
-            ..Config::default()
-        },
-        Instant::ZERO,
-    )
-    .unwrap();
+    p.b = Connection::accept(Config { symbol_size: 1000, ..Config::default() }, Instant::ZERO).unwrap();
     p.drive_for(Duration::from_millis(50));
-    assert!(matches!(
-        p.b.state(),
-        State::Closed(CloseReason::ParamMismatch { .. })
-    ));
-    assert_eq!(
-        p.a.state(),
-        &State::Closed(CloseReason::Peer(conn::code::PARAMS))
-    );
+    assert!(matches!(p.b.state(), State::Closed(CloseReason::ParamMismatch { .. })));
+    assert_eq!(p.a.state(), &State::Closed(CloseReason::Peer(conn::code::PARAMS)));
 }
 
 #[test]
@@ -508,10 +358,7 @@ fn close_reaches_the_peer() {
     p.drive_for(Duration::from_millis(50));
     p.a.close();
     p.drive_for(Duration::from_millis(50));
-    assert_eq!(
-        p.b.state(),
-        &State::Closed(CloseReason::Peer(conn::code::NORMAL))
-    );
+    assert_eq!(p.b.state(), &State::Closed(CloseReason::Peer(conn::code::NORMAL)));
     assert_eq!(p.a.send(b"x"), Err(SendError::Closed(CloseReason::Local)));
 }
 
@@ -530,30 +377,11 @@ fn malformed_packets_are_counted_and_change_nothing() {
 #[test]
 fn invalid_config_and_message_sizes_are_errors() {
     assert!(matches!(
-        Connection::connect(
-            Config {
-                symbol_size: 4,
-                ..Config::default()
-            },
-            1,
-            Instant::ZERO
-        ),
+        Connection::connect(Config { symbol_size: 4, ..Config::default() }, 1, Instant::ZERO),
         Err(ConfigError::SymbolSize(4))
     ));
-    assert!(
-        Connection::accept(
-            Config {
-                rate_share: 0.0,
-                ..Config::default()
-            },
-            Instant::ZERO
-        )
-        .is_err()
-    );
+    assert!(Connection::accept(Config { rate_share: 0.0, ..Config::default() }, Instant::ZERO).is_err());
     let mut c = Connection::connect(Config::default(), 1, Instant::ZERO).unwrap();
     assert_eq!(c.send(b""), Err(SendError::Size(0)));
-    assert_eq!(
-        c.send(&vec![0u8; stream::MAX_MESSAGE + 1]),
-        Err(SendError::Size(stream::MAX_MESSAGE + 1))
-    );
+    assert_eq!(c.send(&vec![0u8; stream::MAX_MESSAGE + 1]), Err(SendError::Size(stream::MAX_MESSAGE + 1)));
 }

@@ -18,22 +18,12 @@ fn sealed(s: &mut Sealer, payload: &[u8]) -> Vec<u8> {
 #[test]
 fn header_bytes_round_trip() {
     let bytes: [u8; OVERHEAD + 2] = [
-        1, 0, 0, 0, 0, 7, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 1, 2, 0xAA, 0xBB, 0, 0, 0, 0, 0, 0, 0, 0,
-        0, 0, 0, 0, 0, 0, 0, 0,
+        1, 0, 0, 0, 0, 7, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 1, 2, 0xAA, 0xBB, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        0,
     ];
     let f = Frame::new_checked(&bytes[..]).unwrap();
     let r = FrameRepr::parse(&f).unwrap();
-    assert_eq!(
-        r,
-        FrameRepr {
-            version: 1,
-            kind: 0,
-            team_id: 7,
-            sender_id: 3,
-            packet_number: 258,
-            payload_len: 2
-        }
-    );
+    assert_eq!(r, FrameRepr { version: 1, kind: 0, team_id: 7, sender_id: 3, packet_number: 258, payload_len: 2 });
     assert_eq!(f.ciphertext(), &[0xAA, 0xBB]);
     assert_eq!(f.tag(), &[0u8; 16]);
     let mut out = [0u8; OVERHEAD + 2];
@@ -49,21 +39,9 @@ fn seal_open_round_trip_and_packet_numbers_advance() {
     for i in 0..5u64 {
         assert_eq!(s.next_packet_number(), i);
         let mut f = sealed(&mut s, b"hello team");
-        assert_ne!(
-            &f[HEADER_LEN..HEADER_LEN + 10],
-            b"hello team",
-            "payload is encrypted"
-        );
+        assert_ne!(&f[HEADER_LEN..HEADER_LEN + 10], b"hello team", "payload is encrypted");
         let got = o.open(&mut f).unwrap();
-        assert_eq!(
-            got,
-            Opened {
-                kind: kind::LRT,
-                sender_id: 3,
-                packet_number: i,
-                payload: b"hello team"
-            }
-        );
+        assert_eq!(got, Opened { kind: kind::LRT, sender_id: 3, packet_number: i, payload: b"hello team" });
     }
     let mut empty = sealed(&mut s, b"");
     assert_eq!(o.open(&mut empty).unwrap().payload, b"");
@@ -85,18 +63,9 @@ fn wrong_key_and_wrong_team_are_rejected() {
     Frame::new_unchecked(&mut f[..]).set_team_id(8);
     assert_eq!(o2.open(&mut f), Err(OpenError::AuthFailed));
     assert_eq!(o.counters().auth_failed, 1);
-    assert_eq!(
-        (o2.counters().wrong_team, o2.counters().auth_failed),
-        (1, 1)
-    );
-    assert_eq!(
-        TeamKey::derive(b"short", 1).unwrap_err(),
-        KeyError::SecretTooShort(5)
-    );
-    assert!(
-        !format!("{:?}", TeamKey::derive(SECRET, 1).unwrap()).contains("cipher"),
-        "no key material in Debug"
-    );
+    assert_eq!((o2.counters().wrong_team, o2.counters().auth_failed), (1, 1));
+    assert_eq!(TeamKey::derive(b"short", 1).unwrap_err(), KeyError::SecretTooShort(5));
+    assert!(!format!("{:?}", TeamKey::derive(SECRET, 1).unwrap()).contains("cipher"), "no key material in Debug");
 }
 
 #[test]
@@ -106,16 +75,11 @@ fn every_single_bit_flip_is_rejected() {
     for bit in 0..f.len() * 8 {
         let mut g = f.clone();
         g[bit / 8] ^= 1 << (bit % 8);
-        assert!(
-            o.open(&mut g).is_err(),
-            "bit {bit} flipped and still accepted"
-        );
+        assert!(o.open(&mut g).is_err(), "bit {bit} flipped and still accepted");
     }
     assert_eq!(o.counters().accepted, 0);
     assert_eq!(o.counters().rejected(), (f.len() * 8) as u64);
-    assert!(
-        o.counters().bad_version > 0 && o.counters().wrong_team > 0 && o.counters().auth_failed > 0
-    );
+    assert!(o.counters().bad_version > 0 && o.counters().wrong_team > 0 && o.counters().auth_failed > 0);
     // The original is still good: failed attempts did not touch the replay window.
     assert!(o.open(&mut f.clone()).is_ok());
 }
@@ -141,19 +105,10 @@ fn replays_and_old_frames_are_rejected_and_reordering_accepted_once() {
     let (mut s, mut o) = pair();
     let frames: Vec<Vec<u8>> = (0..2000).map(|_| sealed(&mut s, b"p")).collect();
     assert!(o.open(&mut frames[1].clone()).is_ok());
-    assert!(
-        o.open(&mut frames[0].clone()).is_ok(),
-        "reordered within the window"
-    );
-    assert_eq!(
-        o.open(&mut frames[0].clone()),
-        Err(OpenError::Replayed { sender: 3, pn: 0 })
-    );
+    assert!(o.open(&mut frames[0].clone()).is_ok(), "reordered within the window");
+    assert_eq!(o.open(&mut frames[0].clone()), Err(OpenError::Replayed { sender: 3, pn: 0 }));
     assert!(o.open(&mut frames[1999].clone()).is_ok());
-    assert_eq!(
-        o.open(&mut frames[2].clone()),
-        Err(OpenError::TooOld { sender: 3, pn: 2 })
-    );
+    assert_eq!(o.open(&mut frames[2].clone()), Err(OpenError::TooOld { sender: 3, pn: 2 }));
     assert!(o.open(&mut frames[1500].clone()).is_ok());
     let c = o.counters();
     assert_eq!((c.accepted, c.replayed, c.too_old), (4, 1, 1));
@@ -163,18 +118,9 @@ fn replays_and_old_frames_are_rejected_and_reordering_accepted_once() {
 fn sealer_checks_its_buffer_and_counter() {
     let (mut s, _) = pair();
     let mut small = [0u8; OVERHEAD + 1];
-    assert_eq!(
-        s.seal(0, b"ab", &mut small),
-        Err(SealError::BufferTooSmall {
-            need: OVERHEAD + 2,
-            have: OVERHEAD + 1
-        })
-    );
+    assert_eq!(s.seal(0, b"ab", &mut small), Err(SealError::BufferTooSmall { need: OVERHEAD + 2, have: OVERHEAD + 1 }));
     s.next_pn = u64::MAX;
-    assert_eq!(
-        s.seal(0, b"", &mut small),
-        Err(SealError::PacketNumberExhausted)
-    );
+    assert_eq!(s.seal(0, b"", &mut small), Err(SealError::PacketNumberExhausted));
 }
 
 #[test]

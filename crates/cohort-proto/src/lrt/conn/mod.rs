@@ -36,13 +36,19 @@ pub struct Config {
     pub rate_share: f64,
     /// Token-bucket depth.
     pub burst_bytes: usize,
-    /// Redundancy `r` is `loss * (1 + margin) + min`, clamped to `[min, max]`.
+    /// Redundancy `r` (repairs per source symbol) is `p + spread * sqrt(p)` for the loss rate
+    /// `p` the acknowledgements show, clamped to `[min, max]`; see [`pace::redundancy`].
     pub redundancy_min: f64,
     pub redundancy_max: f64,
-    pub redundancy_margin: f64,
+    pub redundancy_spread: f64,
     /// Longest a source symbol waits for a repair that covers it: a low-rate flow (one
     /// message every 10 ms) gets a repair on this timer instead of after the next message.
     pub repair_delay: Duration,
+    /// Acknowledge after this many symbol packets changed the rank...
+    pub ack_every: u32,
+    /// ...or this long after the first one, whichever comes first. Redundant symbols, full
+    /// rank and room freed by `recv` are acknowledged at once.
+    pub ack_delay: Duration,
     pub keepalive: Duration,
     /// No authenticated packet from the peer for this long: the connection is lost.
     pub idle_timeout: Duration,
@@ -66,10 +72,12 @@ impl Default for Config {
             rate_bps: 100_000_000,
             rate_share: 0.9,
             burst_bytes: 64 * 1024,
-            redundancy_min: 0.05,
+            redundancy_min: 0.02,
             redundancy_max: 1.0,
-            redundancy_margin: 1.0,
+            redundancy_spread: 0.6,
             repair_delay: Duration::from_millis(8),
+            ack_every: 8,
+            ack_delay: Duration::from_millis(5),
             keepalive: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(10),
             handshake_retry: Duration::from_millis(250),
@@ -94,7 +102,7 @@ pub enum ConfigError {
     Coders(usize),
     #[error("rate_share {0} outside (0, 1]")]
     RateShare(f64),
-    #[error("redundancy bounds invalid: min {min}, max {max}, margin {margin}")]
+    #[error("redundancy bounds invalid: min {min}, max {max}, spread {margin}")]
     Redundancy { min: f64, max: f64, margin: f64 },
     #[error("rate_bps must be positive")]
     Rate,
@@ -120,11 +128,7 @@ impl Config {
         if self.rate_bps == 0 {
             return Err(ConfigError::Rate);
         }
-        let (min, max, margin) = (
-            self.redundancy_min,
-            self.redundancy_max,
-            self.redundancy_margin,
-        );
+        let (min, max, margin) = (self.redundancy_min, self.redundancy_max, self.redundancy_spread);
         if !(0.0..=max).contains(&min) || max > 16.0 || !(0.0..=16.0).contains(&margin) {
             return Err(ConfigError::Redundancy { min, max, margin });
         }
@@ -132,10 +136,7 @@ impl Config {
     }
 
     fn coder_config(&self) -> CoderConfig {
-        CoderConfig {
-            symbol_size: self.symbol_size,
-            max_window: self.max_window,
-        }
+        CoderConfig { symbol_size: self.symbol_size, max_window: self.max_window }
     }
 
     fn hello(&self, conn_id: u64) -> HelloRepr {
@@ -317,6 +318,9 @@ pub struct Connection {
     highest_pn: Option<u64>,
     rx_data: u64,
     stale_acks: VecDeque<u16>,
+    acks_owed: u32,
+    ack_due: Option<Instant>,
+    ack_now: bool,
     padded: Vec<u8>,
     events: VecDeque<Event>,
     stats: ConnStats,
@@ -357,6 +361,9 @@ impl Connection {
             highest_pn: None,
             rx_data: 0,
             stale_acks: VecDeque::new(),
+            acks_owed: 0,
+            ack_due: None,
+            ack_now: false,
             padded: vec![0u8; cfg.symbol_size],
             events: VecDeque::new(),
             stats: ConnStats::default(),
@@ -401,10 +408,7 @@ impl Connection {
 
     /// Source symbols sent and not yet seen by the peer, over all coders.
     pub fn unacked_symbols(&self) -> u64 {
-        self.tx
-            .iter()
-            .map(|c| c.enc.window().end - c.enc.window().start)
-            .sum()
+        self.tx.iter().map(|c| c.enc.window().end - c.enc.window().start).sum()
     }
 
     /// Bytes of memory the connection's queues hold (send queue, coders' windows, decoders'
@@ -426,8 +430,7 @@ impl Connection {
 
     fn redundancy(&self) -> f64 {
         let c = &self.cfg;
-        (self.loss.loss() * (1.0 + c.redundancy_margin) + c.redundancy_min)
-            .clamp(c.redundancy_min, c.redundancy_max)
+        crate::lrt::pace::redundancy(self.loss.loss(), c.redundancy_spread, c.redundancy_min, c.redundancy_max)
     }
 
     fn closed_reason(&self) -> Option<CloseReason> {
@@ -476,7 +479,11 @@ impl Connection {
         match self.recv_queue.pop_front() {
             Some(m) => {
                 self.recv_bytes -= m.len();
-                self.release();
+                // Freed room may release more symbols: tell the sender at once, it may be
+                // waiting on our release point.
+                if self.release() {
+                    self.ack_now = true;
+                }
                 Ok(Some(m))
             }
             None => match self.closed_reason() {
@@ -496,21 +503,20 @@ impl Connection {
         if let State::Closed(_) = self.state {
             return self.close_pending.map(|_| self.last_tx);
         }
-        let mut t = if self.awaiting_peer() {
-            Instant::FAR_FUTURE
-        } else {
-            self.last_rx + self.cfg.idle_timeout
-        };
+        let mut t = if self.awaiting_peer() { Instant::FAR_FUTURE } else { self.last_rx + self.cfg.idle_timeout };
         let mut at = |x: Instant| t = t.min(x);
         if let Some(h) = self.hello_due {
             at(h);
             at(self.created + self.cfg.handshake_timeout);
         }
-        if self.hello_ack_pending
-            || !self.stale_acks.is_empty()
-            || self.rx.iter().any(|c| c.ack_pending)
-        {
+        if self.hello_ack_pending || !self.stale_acks.is_empty() {
             at(self.last_tx);
+        }
+        if self.rx.iter().any(|c| c.ack_pending) {
+            match self.ack_due {
+                Some(due) if !self.ack_now => at(due),
+                _ => at(self.last_tx),
+            }
         }
         if self.state == State::Established {
             at(self.last_tx + self.cfg.keepalive);
@@ -522,14 +528,8 @@ impl Connection {
                 if c.enc.window().is_empty() {
                     continue;
                 }
-                let due = if c.credit >= 1.0 {
-                    self.last_tx
-                } else {
-                    c.probe_at(&self.rtt)
-                };
-                let due = c
-                    .uncovered_since
-                    .map_or(due, |u| due.min(u + self.cfg.repair_delay));
+                let due = if c.credit >= 1.0 { self.last_tx } else { c.probe_at(&self.rtt) };
+                let due = c.uncovered_since.map_or(due, |u| due.min(u + self.cfg.repair_delay));
                 at(due.max(self.bucket.ready_at(wire)));
             }
         }

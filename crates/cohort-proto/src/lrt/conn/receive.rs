@@ -24,7 +24,7 @@ impl Connection {
         match pkt {
             LrtRepr::Hello(h) => self.on_hello(h),
             LrtRepr::HelloAck(h) => self.on_hello_ack(h),
-            LrtRepr::Symbol { header, payload } => self.on_symbol(header, payload),
+            LrtRepr::Symbol { header, payload } => self.on_symbol(now, header, payload),
             LrtRepr::Ack(a) => self.on_ack(now, a),
             LrtRepr::Ping => {}
             LrtRepr::Close { code } => self.close_with(CloseReason::Peer(code), None),
@@ -34,10 +34,7 @@ impl Connection {
     fn check_params(&mut self, theirs: HelloRepr) -> bool {
         let ours = self.cfg.hello(theirs.conn_id);
         if theirs != ours {
-            self.close_with(
-                CloseReason::ParamMismatch { ours, theirs },
-                Some(code::PARAMS),
-            );
+            self.close_with(CloseReason::ParamMismatch { ours, theirs }, Some(code::PARAMS));
             return false;
         }
         true
@@ -56,10 +53,7 @@ impl Connection {
             return;
         }
         if self.state == State::Established && h.conn_id != self.conn_id {
-            self.close_with(
-                CloseReason::Protocol("HELLO for another connection".into()),
-                Some(code::PROTOCOL),
-            );
+            self.close_with(CloseReason::Protocol("HELLO for another connection".into()), Some(code::PROTOCOL));
             return;
         }
         if self.check_params(h) {
@@ -80,7 +74,7 @@ impl Connection {
         }
     }
 
-    fn on_symbol(&mut self, header: SymbolRepr, payload: &[u8]) {
+    fn on_symbol(&mut self, now: Instant, header: SymbolRepr, payload: &[u8]) {
         if self.state != State::Established {
             self.stats.symbols_rejected += 1;
             return;
@@ -103,13 +97,8 @@ impl Connection {
         }
         while self.rx.len() <= usize::from(ahead) {
             let id = self.filter.wrapping_add(self.rx.len() as u16);
-            let dec = Decoder::new(self.cfg.coder_config())
-                .unwrap_or_else(|_| unreachable!("validated config"));
-            self.rx.push_back(RxCoder {
-                id,
-                dec,
-                ack_pending: false,
-            });
+            let dec = Decoder::new(self.cfg.coder_config()).unwrap_or_else(|_| unreachable!("validated config"));
+            self.rx.push_back(RxCoder { id, dec, ack_pending: false });
         }
         let coder = &mut self.rx[usize::from(ahead)];
         debug_assert_eq!(coder.id, header.coder);
@@ -119,38 +108,45 @@ impl Connection {
             SymbolKind::Repair { first, count, key } => {
                 self.padded[..payload.len()].copy_from_slice(payload);
                 self.padded[payload.len()..].fill(0);
-                let info = RepairInfo {
-                    first: u64::from(first),
-                    count,
-                    key,
-                };
+                let info = RepairInfo { first: u64::from(first), count, key };
                 coder.dec.push_repair(info, &self.padded)
             }
         };
         match res {
             Ok(Outcome::Innovative) => coder.ack_pending |= coder.dec.seen() != seen_before,
-            // Redundant or stale: the sender is ahead of what it knows of us; tell it.
-            Ok(_) => coder.ack_pending = true,
+            // Redundant or stale: the sender is ahead of what it knows of us; tell it now.
+            Ok(_) => {
+                coder.ack_pending = true;
+                self.ack_now = true;
+            }
             Err(e) => {
                 tracing::debug!(%e, "lrt: symbol rejected");
                 self.stats.symbols_rejected += 1;
             }
         }
         self.release();
+        self.acks_owed += 1;
+        self.ack_due.get_or_insert(now + self.cfg.ack_delay);
+        if self.acks_owed >= self.cfg.ack_every {
+            self.ack_now = true;
+        }
     }
 
     /// Moves decoded symbols, in order across coders, into messages while `recv` has room.
-    pub(super) fn release(&mut self) {
+    /// Returns whether anything moved.
+    pub(super) fn release(&mut self) -> bool {
+        let mut moved = false;
         while self.recv_bytes < self.cfg.recv_buffer_bytes {
             let Some(front) = self.rx.front_mut() else {
                 break;
             };
             if let Some((_, sym)) = front.dec.pop() {
                 front.ack_pending = true;
+                moved = true;
                 let before = self.recv_queue.len();
                 if let Err(e) = self.reasm.push_symbol(sym, &mut self.recv_queue) {
                     self.close_with(CloseReason::Protocol(e.to_string()), Some(code::PROTOCOL));
-                    return;
+                    return moved;
                 }
                 for m in self.recv_queue.range(before..) {
                     self.recv_bytes += m.len();
@@ -173,6 +169,7 @@ impl Connection {
             }
             break;
         }
+        moved
     }
 
     fn on_ack(&mut self, now: Instant, a: AckRepr) {
@@ -181,9 +178,7 @@ impl Connection {
             if let Ok(i) = self.sent.binary_search_by_key(&a.echo_pn, |s| s.pn) {
                 let s = self.sent[i];
                 self.rtt.sample(now - s.at);
-                let base = self
-                    .last_echo
-                    .and_then(|e| self.sent.binary_search_by_key(&e, |s| s.pn).ok());
+                let base = self.last_echo.and_then(|e| self.sent.binary_search_by_key(&e, |s| s.pn).ok());
                 if let Some(b) = base {
                     let sent = s.data_total - self.sent[b].data_total;
                     let received = a.rx_data.saturating_sub(self.last_rx_data);

@@ -37,22 +37,14 @@ impl Connection {
         if self.sent.len() >= SENT_LOG {
             self.sent.pop_front();
         }
-        self.sent.push_back(Sent {
-            pn,
-            at: now,
-            data_total: self.data_total,
-        });
+        self.sent.push_back(Sent { pn, at: now, data_total: self.data_total });
         Some(len)
     }
 
     fn emit(&self, repr: &LrtRepr<'_>, buf: &mut [u8]) -> Option<usize> {
         let n = repr.emit(buf);
         if n.is_none() {
-            tracing::error!(
-                need = repr.buffer_len(),
-                have = buf.len(),
-                "lrt: transmit buffer too small"
-            );
+            tracing::error!(need = repr.buffer_len(), have = buf.len(), "lrt: transmit buffer too small");
         }
         n
     }
@@ -86,25 +78,25 @@ impl Connection {
         if self.hello_ack_pending {
             self.hello_ack_pending = false;
             let hello = self.cfg.hello(self.conn_id);
-            return self
-                .emit(&LrtRepr::HelloAck(hello), buf)
-                .map(|n| (n, false));
+            return self.emit(&LrtRepr::HelloAck(hello), buf).map(|n| (n, false));
         }
         if let Some(id) = self.stale_acks.pop_front() {
             self.stats.acks_sent += 1;
             self.stats.full_rank_acks_sent += 1;
             let all = u64::from(self.cfg.coder_symbols);
-            return self
-                .emit(&self.ack(id, true, all, all), buf)
-                .map(|n| (n, false));
+            return self.emit(&self.ack(id, true, all, all), buf).map(|n| (n, false));
         }
-        if let Some(c) = self.rx.iter_mut().find(|c| c.ack_pending) {
+        let ack_ready = self.ack_now || self.ack_due.is_some_and(|d| now >= d);
+        if ack_ready && let Some(c) = self.rx.iter_mut().find(|c| c.ack_pending) {
             c.ack_pending = false;
             let (id, seen, rel) = (c.id, c.dec.seen(), c.dec.next_release());
+            if !self.rx.iter().any(|c| c.ack_pending) {
+                self.acks_owed = 0;
+                self.ack_due = None;
+                self.ack_now = false;
+            }
             self.stats.acks_sent += 1;
-            return self
-                .emit(&self.ack(id, false, seen, rel), buf)
-                .map(|n| (n, false));
+            return self.emit(&self.ack(id, false, seen, rel), buf).map(|n| (n, false));
         }
         if self.state != State::Established {
             return None;
@@ -129,8 +121,7 @@ impl Connection {
     }
 
     fn open_coder(&mut self, now: Instant) {
-        let enc = Encoder::new(self.cfg.coder_config())
-            .unwrap_or_else(|_| unreachable!("validated config"));
+        let enc = Encoder::new(self.cfg.coder_config()).unwrap_or_else(|_| unreachable!("validated config"));
         self.tx.push_back(TxCoder {
             id: self.next_coder,
             enc,
@@ -162,24 +153,13 @@ impl Connection {
             c.lens.push_back(self.sym.len() as u16);
             c.credit += r;
             c.uncovered_since.get_or_insert(now);
-            let header = SymbolRepr {
-                coder: c.id,
-                kind: SymbolKind::Source {
-                    index: index as u32,
-                },
-            };
+            let header = SymbolRepr { coder: c.id, kind: SymbolKind::Source { index: index as u32 } };
             self.stats.source_sent += 1;
             if self.want_writable && self.divider.queued_bytes() < self.cfg.send_buffer_bytes / 2 {
                 self.want_writable = false;
                 self.events.push_back(Event::Writable);
             }
-            return self.emit(
-                &LrtRepr::Symbol {
-                    header,
-                    payload: &self.sym,
-                },
-                buf,
-            );
+            return self.emit(&LrtRepr::Symbol { header, payload: &self.sym }, buf);
         }
         // Then repairs, sending opportunities shared round-robin among coders.
         let n = self.tx.len();
@@ -191,10 +171,7 @@ impl Connection {
             }
             let why = if c.credit >= 1.0 {
                 RepairWhy::Credit
-            } else if c
-                .uncovered_since
-                .is_some_and(|u| now >= u + self.cfg.repair_delay)
-            {
+            } else if c.uncovered_since.is_some_and(|u| now >= u + self.cfg.repair_delay) {
                 RepairWhy::Timer
             } else if now >= c.probe_at(&self.rtt) {
                 RepairWhy::Probe
@@ -226,19 +203,9 @@ impl Connection {
             }
             let header = SymbolRepr {
                 coder: c.id,
-                kind: SymbolKind::Repair {
-                    first: info.first as u32,
-                    count: info.count,
-                    key: info.key,
-                },
+                kind: SymbolKind::Repair { first: info.first as u32, count: info.count, key: info.key },
             };
-            return self.emit(
-                &LrtRepr::Symbol {
-                    header,
-                    payload: &self.sym[..used],
-                },
-                buf,
-            );
+            return self.emit(&LrtRepr::Symbol { header, payload: &self.sym[..used] }, buf);
         }
         None
     }

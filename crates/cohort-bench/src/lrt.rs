@@ -1,0 +1,370 @@
+//! `cohort bench lrt`: LRT and seed 004's block-RLNC scheme carry the same timestamped
+//! messages over the same simulated point-to-point link (virtual time, same seed), and the
+//! in-order per-message delay distribution of each is reported.
+
+use crate::block::{BlockConfig, BlockReceiver, BlockSender};
+use crate::p2p::{Link, LinkParams, LossModel};
+use cohort_proto::lrt::{Config, Connection, State};
+use cohort_time::Instant;
+use cohort_wire::frame::OVERHEAD;
+use serde::Serialize;
+use std::time::Duration;
+
+/// UDP and IPv4 header bytes each datagram also carries.
+const UDP_IP: usize = 28;
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct LrtParams {
+    pub owd_ms: f64,
+    pub loss: LossModel,
+    pub rate_mbps: f64,
+    pub size: usize,
+    pub interval_ms: f64,
+    pub count: u64,
+    pub seed: u64,
+    /// Messages sent during the first `warmup_ms` are carried but not measured.
+    pub warmup_ms: f64,
+}
+
+impl Default for LrtParams {
+    fn default() -> Self {
+        LrtParams {
+            owd_ms: 50.0,
+            loss: LossModel::Iid { p: 0.10 },
+            rate_mbps: 100.0,
+            size: 1024,
+            interval_ms: 1.0,
+            count: 20_000,
+            seed: 1,
+            warmup_ms: 1000.0,
+        }
+    }
+}
+
+/// One scheme's figures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SchemeFigures {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// Share of measured messages delivered within the one-way delay + 1 ms.
+    pub share_at_owd: f64,
+    /// Bytes on the wire, both directions, with frame and UDP/IP headers, per application byte.
+    pub overhead: f64,
+    pub sent: u64,
+    pub delivered: u64,
+    pub measured: u64,
+    pub in_order: bool,
+    pub duplicates: u64,
+    pub packets_forward: u64,
+    pub packets_backward: u64,
+    pub lost_by_link: u64,
+    /// Delays of the measured messages (ms), for plots; left out of the JSON.
+    #[serde(skip)]
+    pub delays_ms: Vec<f64>,
+}
+
+/// The report `cohort bench lrt --json` prints.
+#[derive(Debug, Serialize)]
+pub struct LrtReport {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub share_at_owd: f64,
+    pub overhead: f64,
+    pub delivered: u64,
+    pub sent: u64,
+    pub in_order: bool,
+    pub block_p99_ms: f64,
+    pub p99_ratio_block_over_lrt: f64,
+    pub lrt: SchemeFigures,
+    pub block: SchemeFigures,
+    /// Offered load including LRT's redundancy at the link's mean loss, over the link rate.
+    pub offered_load_share: f64,
+    pub capacity_note: String,
+    pub params: LrtParams,
+    pub duration_s: f64,
+    pub command: String,
+}
+
+/// Either end of a scheme under test.
+trait End {
+    fn poll_transmit(&mut self, now: Instant, pn: u64, buf: &mut [u8]) -> Option<usize>;
+    fn handle_packet(&mut self, now: Instant, pn: u64, bytes: &[u8]);
+    fn poll_timeout(&self) -> Option<Instant>;
+    fn handle_timeout(&mut self, now: Instant);
+    fn send(&mut self, msg: &[u8]);
+    fn recv(&mut self) -> Option<Vec<u8>>;
+}
+
+impl End for Connection {
+    fn poll_transmit(&mut self, now: Instant, pn: u64, buf: &mut [u8]) -> Option<usize> {
+        Connection::poll_transmit(self, now, pn, buf)
+    }
+    fn handle_packet(&mut self, now: Instant, pn: u64, bytes: &[u8]) {
+        Connection::handle_packet(self, now, pn, bytes)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Connection::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Connection::handle_timeout(self, now)
+    }
+    fn send(&mut self, msg: &[u8]) {
+        // The send buffer (8 MiB) holds far more than any run offers.
+        let _ = Connection::send(self, msg);
+    }
+    fn recv(&mut self) -> Option<Vec<u8>> {
+        Connection::recv(self).ok().flatten()
+    }
+}
+
+impl End for BlockSender {
+    fn poll_transmit(&mut self, now: Instant, pn: u64, buf: &mut [u8]) -> Option<usize> {
+        BlockSender::poll_transmit(self, now, pn, buf)
+    }
+    fn handle_packet(&mut self, now: Instant, _pn: u64, bytes: &[u8]) {
+        BlockSender::handle_packet(self, now, bytes)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        BlockSender::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, _now: Instant) {}
+    fn send(&mut self, msg: &[u8]) {
+        BlockSender::send(self, msg)
+    }
+    fn recv(&mut self) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+impl End for BlockReceiver {
+    fn poll_transmit(&mut self, _now: Instant, _pn: u64, buf: &mut [u8]) -> Option<usize> {
+        BlockReceiver::poll_transmit(self, buf)
+    }
+    fn handle_packet(&mut self, _now: Instant, pn: u64, bytes: &[u8]) {
+        BlockReceiver::handle_packet(self, pn, bytes)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        None
+    }
+    fn handle_timeout(&mut self, _now: Instant) {}
+    fn send(&mut self, _msg: &[u8]) {}
+    fn recv(&mut self) -> Option<Vec<u8>> {
+        self.messages.pop_front()
+    }
+}
+
+fn message(i: u64, size: usize) -> Vec<u8> {
+    let mut m = vec![0u8; size.max(8)];
+    m[..8].copy_from_slice(&i.to_be_bytes());
+    for (k, b) in m.iter_mut().enumerate().skip(8) {
+        *b = (i as usize).wrapping_mul(31).wrapping_add(k) as u8;
+    }
+    m
+}
+
+fn link_params(p: &LrtParams) -> LinkParams {
+    LinkParams {
+        owd: Duration::from_secs_f64(p.owd_ms / 1000.0),
+        rate_bps: (p.rate_mbps * 1e6) as u64,
+        // Drop-tail queue of 100 ms at the link rate.
+        queue_bytes: ((p.rate_mbps * 1e6 / 8.0) * 0.1) as usize + 64 * 1024,
+        loss: p.loss,
+    }
+}
+
+/// Runs one scheme: `a` sends, `b` receives, over a fresh pair of link directions.
+fn run_scheme(p: &LrtParams, a: &mut dyn End, b: &mut dyn End, start: Instant) -> SchemeFigures {
+    let lp = link_params(p);
+    let mut ab: Link<(u64, Vec<u8>)> = Link::new(lp, p.seed.wrapping_mul(2).wrapping_add(1));
+    let mut ba: Link<(u64, Vec<u8>)> = Link::new(lp, p.seed.wrapping_mul(2).wrapping_add(2));
+    let interval = Duration::from_secs_f64(p.interval_ms / 1000.0);
+    let warmup = Duration::from_secs_f64(p.warmup_ms / 1000.0);
+    let owd = Duration::from_secs_f64(p.owd_ms / 1000.0);
+    let send_at = |i: u64| start + interval.mul_f64(i as f64);
+    let end_of_sending = send_at(p.count);
+    let give_up = end_of_sending + Duration::from_secs(60);
+    let (mut pn_a, mut pn_b) = (0u64, 0u64);
+    let mut buf = vec![0u8; 70_000];
+    let mut now = Instant::ZERO;
+    let mut next_msg = 0u64;
+    let mut got: Vec<(u64, Instant)> = Vec::with_capacity(p.count as usize);
+    let mut f = SchemeFigures { sent: p.count, ..Default::default() };
+    loop {
+        while next_msg < p.count && send_at(next_msg) <= now {
+            a.send(&message(next_msg, p.size));
+            next_msg += 1;
+        }
+        while let Some((pn, pkt)) = ab.pop_due(now) {
+            b.handle_packet(now, pn, &pkt);
+        }
+        while let Some((pn, pkt)) = ba.pop_due(now) {
+            a.handle_packet(now, pn, &pkt);
+        }
+        a.handle_timeout(now);
+        b.handle_timeout(now);
+        while let Some(n) = a.poll_transmit(now, pn_a, &mut buf) {
+            ab.send(now, n + OVERHEAD + UDP_IP, (pn_a, buf[..n].to_vec()));
+            pn_a += 1;
+        }
+        while let Some(n) = b.poll_transmit(now, pn_b, &mut buf) {
+            ba.send(now, n + OVERHEAD + UDP_IP, (pn_b, buf[..n].to_vec()));
+            pn_b += 1;
+        }
+        while let Some(m) = b.recv() {
+            let i = m.get(..8).map_or(u64::MAX, |h| u64::from_be_bytes(h.try_into().unwrap_or([0xFF; 8])));
+            got.push((i, now));
+        }
+        if got.len() as u64 >= p.count || now > give_up {
+            break;
+        }
+        let next = [
+            (next_msg < p.count).then(|| send_at(next_msg)),
+            a.poll_timeout(),
+            b.poll_timeout(),
+            ab.next_at(),
+            ba.next_at(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        match next {
+            Some(t) => now = now.max(t),
+            None => break,
+        }
+    }
+    let mut expected = 0u64;
+    f.in_order = true;
+    let mut seen = vec![false; p.count as usize];
+    for &(i, at) in &got {
+        let Some(s) = seen.get_mut(i as usize) else {
+            f.in_order = false;
+            continue;
+        };
+        if *s {
+            f.duplicates += 1;
+            continue;
+        }
+        *s = true;
+        f.delivered += 1;
+        if i != expected {
+            f.in_order = false;
+        }
+        expected = i + 1;
+        if send_at(i) >= start + warmup {
+            f.delays_ms.push((at - send_at(i)).as_secs_f64() * 1000.0);
+        }
+    }
+    f.delays_ms.sort_by(f64::total_cmp);
+    let q =
+        |d: &[f64], x: f64| if d.is_empty() { f64::NAN } else { d[((d.len() as f64 * x) as usize).min(d.len() - 1)] };
+    let d = &f.delays_ms;
+    f.measured = d.len() as u64;
+    f.p50_ms = q(d, 0.5);
+    f.p90_ms = q(d, 0.9);
+    f.p99_ms = q(d, 0.99);
+    f.p999_ms = q(d, 0.999);
+    f.max_ms = d.last().copied().unwrap_or(f64::NAN);
+    let limit = (owd + Duration::from_millis(1)).as_secs_f64() * 1000.0;
+    f.share_at_owd = d.iter().filter(|&&x| x <= limit).count() as f64 / d.len().max(1) as f64;
+    f.overhead = (ab.wire_bytes + ba.wire_bytes) as f64 / (p.count as f64 * p.size as f64);
+    f.packets_forward = ab.sent;
+    f.packets_backward = ba.sent;
+    f.lost_by_link = ab.lost + ba.lost;
+    f
+}
+
+/// Runs LRT and the block scheme on the same link.
+pub fn run(p: &LrtParams) -> LrtReport {
+    let cfg = Config { rate_bps: (p.rate_mbps * 1e6) as u64, ..Config::default() };
+    let mut a = Connection::connect(cfg.clone(), 1, Instant::ZERO).expect("default config is valid");
+    let mut b = Connection::accept(cfg.clone(), Instant::ZERO).expect("default config is valid");
+    // LRT's handshake takes one round trip; start the clock for both schemes after it.
+    let start = Instant::ZERO + Duration::from_secs_f64(p.owd_ms * 4.0 / 1000.0 + 0.1);
+    let lrt = run_scheme(p, &mut a, &mut b, start);
+    debug_assert!(matches!(a.state(), State::Established | State::Closed(_)));
+    let bc = BlockConfig::default();
+    let mut bs = BlockSender::new(bc.clone());
+    let mut br = BlockReceiver::new(bc);
+    let block = run_scheme(p, &mut bs, &mut br, start);
+    let per_msg =
+        (p.size + 4).div_ceil(cfg.symbol_size) as f64 * (p.size.min(cfg.symbol_size) + 12 + OVERHEAD + UDP_IP) as f64;
+    let load = per_msg * 8.0 / (p.interval_ms / 1000.0)
+        * (1.0
+            + cohort_proto::lrt::pace::redundancy(
+                p.loss.mean(),
+                cfg.redundancy_spread,
+                cfg.redundancy_min,
+                cfg.redundancy_max,
+            ));
+    let share = load / (p.rate_mbps * 1e6 * cfg.rate_share);
+    let capacity_note = if share > 1.0 {
+        format!(
+            "offered load with redundancy is {:.0}% of the usable link rate: queues grow, delays measure the overload",
+            share * 100.0
+        )
+    } else {
+        "offered load fits the link".to_string()
+    };
+    LrtReport {
+        p50_ms: lrt.p50_ms,
+        p90_ms: lrt.p90_ms,
+        p99_ms: lrt.p99_ms,
+        p999_ms: lrt.p999_ms,
+        share_at_owd: lrt.share_at_owd,
+        overhead: lrt.overhead,
+        delivered: lrt.delivered,
+        sent: lrt.sent,
+        in_order: lrt.in_order,
+        block_p99_ms: block.p99_ms,
+        p99_ratio_block_over_lrt: block.p99_ms / lrt.p99_ms,
+        offered_load_share: share,
+        capacity_note,
+        duration_s: (p.count as f64 * p.interval_ms + p.warmup_ms) / 1000.0,
+        command: command(p),
+        lrt,
+        block,
+        params: p.clone(),
+    }
+}
+
+fn command(p: &LrtParams) -> String {
+    let loss = match p.loss {
+        LossModel::Iid { p } => format!("--loss {p} --loss-model iid"),
+        LossModel::GilbertElliott { p_gb, p_bg, loss_bad, .. } => {
+            format!("--loss {loss_bad} --loss-model ge --ge-p-gb {p_gb} --ge-p-bg {p_bg}")
+        }
+    };
+    format!(
+        "cohort bench lrt --json --owd-ms {} {loss} --rate-mbps {} --size {} --interval-ms {} --count {} --seed {}",
+        p.owd_ms, p.rate_mbps, p.size, p.interval_ms, p.count, p.seed
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_lossy_run_delivers_everything_in_order_for_both_schemes() {
+        let p = LrtParams { count: 400, warmup_ms: 50.0, ..LrtParams::default() };
+        let r = run(&p);
+        for f in [&r.lrt, &r.block] {
+            assert_eq!(f.delivered, 400);
+            assert!(f.in_order);
+            assert_eq!(f.duplicates, 0);
+            assert!(f.lost_by_link > 0);
+            assert!(f.p50_ms >= p.owd_ms);
+        }
+        let v = serde_json::to_value(&r).unwrap();
+        for k in ["p50_ms", "p99_ms", "p999_ms", "share_at_owd", "overhead", "block_p99_ms", "p99_ratio_block_over_lrt"]
+        {
+            assert!(v[k].is_number(), "{k}");
+        }
+    }
+}
