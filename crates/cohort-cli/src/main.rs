@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod lrt_cmd;
 mod python;
 
 use clap::{Parser, Subcommand};
@@ -18,6 +19,8 @@ struct Cli {
 enum Command {
     /// Run the team-stack demonstration on the built-in default scenario.
     Demo(demo::DemoArgs),
+    /// The coded transport over real UDP: `cohort lrt recv --listen ADDR`, `cohort lrt send ADDR`.
+    Lrt(lrt_cmd::LrtArgs),
     /// Run a benchmark (baselines in the same run); `--json` prints the figures.
     Bench(bench::BenchArgs),
     /// Find, apply and roll back OS settings for co-located robot apps (Python `cohort.tune`).
@@ -30,9 +33,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Exit quietly when stdout goes away (`cohort ... | head`), like other Unix tools.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let result: Result<ExitCode, Box<dyn std::error::Error>> = match cli.command {
         Command::Demo(a) => demo::run(&a).map_err(Into::into),
+        Command::Lrt(a) => lrt_cmd::run(&a).map_err(Into::into),
         Command::Bench(a) => bench::run(a).map_err(Into::into),
         Command::Tune { args } => python::run_module("cohort.tune", &args).map_err(Into::into),
     };

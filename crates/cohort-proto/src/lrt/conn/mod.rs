@@ -258,8 +258,10 @@ impl TxCoder {
         self.enc.rank() >= u64::from(cfg.coder_symbols)
     }
 
-    fn probe_at(&self, rtt: &RttEstimator) -> Instant {
-        self.last_progress.max(self.last_repair) + rtt.probe_timeout()
+    /// When to send a repair because acknowledgements stalled: a probe timeout after the
+    /// last progress or repair, allowing for the receiver's acknowledgement delay.
+    fn probe_at(&self, rtt: &RttEstimator, ack_delay: Duration) -> Instant {
+        self.last_progress.max(self.last_repair) + rtt.probe_timeout() + ack_delay
     }
 }
 
@@ -528,7 +530,7 @@ impl Connection {
                 if c.enc.window().is_empty() {
                     continue;
                 }
-                let due = if c.credit >= 1.0 { self.last_tx } else { c.probe_at(&self.rtt) };
+                let due = if c.credit >= 1.0 { self.last_tx } else { c.probe_at(&self.rtt, self.cfg.ack_delay) };
                 let due = c.uncovered_since.map_or(due, |u| due.min(u + self.cfg.repair_delay));
                 at(due.max(self.bucket.ready_at(wire)));
             }

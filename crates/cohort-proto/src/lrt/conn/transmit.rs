@@ -173,7 +173,7 @@ impl Connection {
                 RepairWhy::Credit
             } else if c.uncovered_since.is_some_and(|u| now >= u + self.cfg.repair_delay) {
                 RepairWhy::Timer
-            } else if now >= c.probe_at(&self.rtt) {
+            } else if now >= c.probe_at(&self.rtt, self.cfg.ack_delay) {
                 RepairWhy::Probe
             } else {
                 continue;
