@@ -10,3 +10,4 @@ pub mod coding;
 pub mod lrt;
 pub mod p2p;
 pub mod stats;
+pub mod timer;

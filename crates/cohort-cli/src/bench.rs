@@ -18,6 +18,15 @@ enum Which {
     Coding(CodingArgs),
     /// LRT vs seed 004's block-RLNC scheme over a simulated point-to-point link.
     Lrt(LrtArgs),
+    /// Wake-up lateness of the runtime's timerfd timer vs thread::sleep and tokio's sleep.
+    Timer {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 2000)]
+        samples: usize,
+        #[arg(long, default_value_t = 500)]
+        interval_us: u64,
+    },
     /// Default vs tuned OS configuration (Python `cohort.tune bench`).
     #[command(disable_help_flag = true)]
     Tune {
@@ -110,6 +119,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
     match args.which {
         Which::Coding(a) => coding(&a),
         Which::Lrt(a) => lrt(&a),
+        Which::Timer { json, samples, interval_us } => {
+            if samples == 0 || interval_us == 0 {
+                return Err(BenchError::Invalid("--samples and --interval-us must be positive".into()));
+            }
+            let r = cohort_bench::timer::run(samples, Duration::from_micros(interval_us))
+                .map_err(|source| BenchError::Write { path: "timerfd".into(), source })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            } else {
+                for (name, l) in [("timerfd", &r.timerfd), ("thread::sleep", &r.thread_sleep), ("tokio sleep", &r.tokio_sleep)] {
+                    println!("{name:>14}: late p50 {:>7.1} p99 {:>7.1} p99.9 {:>7.1} max {:>7.1} us", l.p50_us, l.p99_us, l.p999_us, l.max_us);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Which::Tune { args } => {
             let mut full = vec!["bench".to_string()];
             full.extend(args);
