@@ -26,7 +26,9 @@ pub struct TimerReport {
 
 fn summarize(mut v: Vec<Duration>) -> Lateness {
     v.sort_unstable();
-    let q = |x: f64| v.get(((v.len() as f64 * x) as usize).min(v.len().saturating_sub(1))).map_or(0.0, |d| d.as_secs_f64() * 1e6);
+    let q = |x: f64| {
+        v.get(((v.len() as f64 * x) as usize).min(v.len().saturating_sub(1))).map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
     Lateness {
         p50_us: round(q(0.5), 1),
         p99_us: round(q(0.99), 1),

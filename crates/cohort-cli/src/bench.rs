@@ -128,8 +128,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
             } else {
-                for (name, l) in [("timerfd", &r.timerfd), ("thread::sleep", &r.thread_sleep), ("tokio sleep", &r.tokio_sleep)] {
-                    println!("{name:>14}: late p50 {:>7.1} p99 {:>7.1} p99.9 {:>7.1} max {:>7.1} us", l.p50_us, l.p99_us, l.p999_us, l.max_us);
+                for (name, l) in
+                    [("timerfd", &r.timerfd), ("thread::sleep", &r.thread_sleep), ("tokio sleep", &r.tokio_sleep)]
+                {
+                    println!(
+                        "{name:>14}: late p50 {:>7.1} p99 {:>7.1} p99.9 {:>7.1} max {:>7.1} us",
+                        l.p50_us, l.p99_us, l.p999_us, l.max_us
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)

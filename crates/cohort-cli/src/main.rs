@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod demo_lrt;
 mod lrt_cmd;
 mod python;
 
