@@ -243,7 +243,12 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(path) = &a.out {
         let mut v = serde_json::to_value(&r).unwrap_or_default();
-        v["cdf"] = serde_json::json!({ "lrt": r.lrt.delays_ms, "block": r.block.delays_ms });
+        // The sorted delays thinned to at most 2000 quantiles: enough for a CDF, small on disk.
+        let thin = |d: &[f64]| -> Vec<f64> {
+            let step = d.len().div_ceil(2000).max(1);
+            d.iter().step_by(step).chain(d.last()).copied().collect()
+        };
+        v["cdf"] = serde_json::json!({ "lrt": thin(&r.lrt.delays_ms), "block": thin(&r.block.delays_ms) });
         write_and_plot(path, &serde_json::to_string(&v).unwrap_or_default(), "lrt")?;
     }
     Ok(ExitCode::SUCCESS)

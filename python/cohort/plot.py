@@ -1,0 +1,106 @@
+"""Render a ``cohort bench`` JSON report as a PNG chart.
+
+Usage: ``python -m cohort.plot KIND REPORT.json OUT.png`` with KIND one of ``coding`` (kernel
+throughput and decoder comparison) or ``lrt`` (delay CDFs of LRT and the block scheme). The Rust
+CLI calls this for ``--out``. Exit status 2 means bad arguments or a report of the wrong shape.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+class ReportError(ValueError):
+    """The report lacks a figure the chart needs."""
+
+
+def _need(report: dict[str, Any], *keys: str) -> None:
+    missing = [k for k in keys if k not in report]
+    if missing:
+        raise ReportError(f"report lacks {', '.join(missing)}")
+
+
+def plot_coding(report: dict[str, Any], out: Path) -> None:
+    """Bars: axpy and fused 64-source combine per kernel; decoders side by side."""
+    _need(report, "kernels", "decode_gbps_w64", "rlnc_crate_decode_gbps_k64", "block_decode_gbps_k64")
+    kernels = report["kernels"]
+    names = sorted(kernels, key=lambda k: kernels[k]["axpy_gbps"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    xs = range(len(names))
+    ax1.bar([x - 0.2 for x in xs], [kernels[n]["axpy_gbps"] for n in names], 0.4, label="axpy")
+    ax1.bar([x + 0.2 for x in xs], [kernels[n]["combine64_gbps"] for n in names], 0.4, label="combine x64")
+    ax1.set_xticks(list(xs), names, rotation=20)
+    ax1.set_ylabel("Gbit/s")
+    ax1.set_title("GF(2^8) kernels, 1200-byte symbols")
+    ax1.legend()
+    labels = ["ours, stream w64\n10% loss", "ours, 64 repairs\n(full elimination)", "rlnc crate\nk=64"]
+    values = [report["decode_gbps_w64"], report["block_decode_gbps_k64"], report["rlnc_crate_decode_gbps_k64"]]
+    ax2.bar(labels, values, color=["tab:green", "tab:olive", "tab:gray"])
+    ax2.set_yscale("log")
+    ax2.set_ylabel("decode Gbit/s (log)")
+    ax2.set_title("Decoders on the same data")
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def _loss_label(loss: Any) -> str:
+    if isinstance(loss, dict) and "Iid" in loss:
+        return f"iid loss {loss['Iid']['p']:.0%}"
+    if isinstance(loss, dict) and "GilbertElliott" in loss:
+        g = loss["GilbertElliott"]
+        return f"Gilbert-Elliott loss (p_gb {g['p_gb']}, p_bg {g['p_bg']}, bad {g['loss_bad']})"
+    return f"loss {loss}"
+
+
+def plot_lrt(report: dict[str, Any], out: Path) -> None:
+    """Delay CDFs of LRT and the block scheme."""
+    _need(report, "cdf", "params")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, color in (("lrt", "tab:green"), ("block", "tab:red")):
+        delays = report["cdf"].get(name) or []
+        if not delays:
+            continue
+        n = len(delays)
+        ax.plot(delays, [(i + 1) / n for i in range(n)], label=name, color=color)
+    p = report["params"]
+    ax.axvline(p["owd_ms"], color="gray", linestyle=":", label="one-way delay")
+    ax.set_xlabel("in-order per-message delay (ms)")
+    ax.set_ylabel("CDF")
+    ax.set_title(f"{p['size']} B every {p['interval_ms']} ms, {_loss_label(p['loss'])}, one-way {p['owd_ms']} ms")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {"coding": plot_coding, "lrt": plot_lrt}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3 or args[0] not in PLOTS:
+        print(f"usage: python -m cohort.plot {{{','.join(PLOTS)}}} REPORT.json OUT.png", file=sys.stderr)
+        return 2
+    kind, src, dst = args
+    try:
+        report = json.loads(Path(src).read_text())
+        PLOTS[kind](report, Path(dst))
+    except (OSError, json.JSONDecodeError, ReportError, KeyError, TypeError) as e:
+        print(f"cohort.plot: {src}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

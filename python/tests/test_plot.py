@@ -1,0 +1,47 @@
+import json
+from pathlib import Path
+
+from cohort import plot
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def write(tmp_path: Path, report: dict) -> Path:
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(report))
+    return p
+
+
+def test_coding_chart(tmp_path: Path) -> None:
+    report = {
+        "kernels": {
+            "scalar": {"axpy_gbps": 20.0, "combine64_gbps": 19.0},
+            "avx2": {"axpy_gbps": 200.0, "combine64_gbps": 150.0},
+        },
+        "decode_gbps_w64": 80.0,
+        "rlnc_crate_decode_gbps_k64": 0.7,
+        "block_decode_gbps_k64": 2.3,
+    }
+    out = tmp_path / "c.png"
+    assert plot.main(["coding", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_lrt_chart(tmp_path: Path) -> None:
+    report = {
+        "cdf": {"lrt": [50.0, 50.1, 60.0], "block": [55.0, 70.0, 120.0]},
+        "params": {"owd_ms": 50.0, "size": 1024, "interval_ms": 1.0, "loss": {"Iid": {"p": 0.1}}},
+    }
+    out = tmp_path / "l.png"
+    assert plot.main(["lrt", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_bad_arguments_and_reports_are_errors(tmp_path: Path, capsys) -> None:
+    assert plot.main(["nope", "a", "b"]) == 2
+    assert plot.main(["coding", str(write(tmp_path, {"kernels": {}})), str(tmp_path / "x.png")]) == 2
+    assert "lacks" in capsys.readouterr().err
+    assert plot.main(["lrt", str(tmp_path / "missing.json"), str(tmp_path / "x.png")]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert plot.main(["lrt", str(bad), str(tmp_path / "x.png")]) == 2
