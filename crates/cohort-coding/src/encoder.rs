@@ -200,40 +200,24 @@ impl Encoder {
 
     /// Writes a repair symbol over the whole window into `out` with the next repair key.
     pub fn repair(&mut self, out: &mut [u8]) -> Result<RepairInfo, RepairError> {
-        self.repair_newest(usize::MAX, out)
-    }
-
-    /// Writes a repair symbol over the newest `count` symbols of the window (all of them if
-    /// fewer) with the next repair key. Short repairs decode isolated losses sooner: the row
-    /// they leave at the decoder reaches fewer unknown symbols.
-    pub fn repair_newest(&mut self, count: usize, out: &mut [u8]) -> Result<RepairInfo, RepairError> {
-        let key = self.next_key;
-        let n = count.min(self.window.len());
-        let info = self.repair_range(self.rank() - n as u64, key, out)?;
+        let info = self.repair_with_key(self.next_key, out)?;
         self.next_key = self.next_key.wrapping_add(1);
         Ok(info)
     }
 
     /// Writes the repair symbol for `key` over the whole window into `out`.
     pub fn repair_with_key(&mut self, key: u16, out: &mut [u8]) -> Result<RepairInfo, RepairError> {
-        self.repair_range(self.first, key, out)
-    }
-
-    /// The repair for `key` over the window's symbols from `first` to the newest.
-    fn repair_range(&mut self, first: u64, key: u16, out: &mut [u8]) -> Result<RepairInfo, RepairError> {
         if out.len() != self.cfg.symbol_size {
             return Err(RepairError::BufferSize { len: out.len(), symbol_size: self.cfg.symbol_size });
         }
-        if self.window.is_empty() || first >= self.rank() {
+        if self.window.is_empty() {
             return Err(RepairError::EmptyWindow);
         }
-        let skip = (first.max(self.first) - self.first) as usize;
         // The window never exceeds `max_window`, which `validate` bounds by u16::MAX.
-        let info = RepairInfo { first: self.first + skip as u64, count: (self.window.len() - skip) as u16, key };
+        let info = RepairInfo { first: self.first, count: self.window.len() as u16, key };
         info.coefficients(&mut self.coefs);
         out.fill(0);
-        let terms: Vec<(u8, &[u8])> =
-            self.coefs.iter().zip(self.window.iter().skip(skip)).map(|(&c, s)| (c, &s[..])).collect();
+        let terms: Vec<(u8, &[u8])> = self.coefs.iter().zip(&self.window).map(|(&c, s)| (c, &s[..])).collect();
         self.kernel.combine(out, &terms);
         Ok(info)
     }

@@ -73,8 +73,10 @@ pub struct SocketStats {
     pub wire_bytes_sent: u64,
     pub datagrams_received: u64,
     pub wire_bytes_received: u64,
-    /// Datagrams that failed authentication or replay checks (counted by reason in `secure`).
+    /// Datagrams that failed a frame check, all reasons together...
     pub rejected_frames: u64,
+    /// ...and by reason.
+    pub frames: cohort_wire::frame::RejectCounters,
     /// Authenticated datagrams from a sender other than the connected peer.
     pub foreign_sender: u64,
 }
@@ -384,6 +386,7 @@ impl LrtSocket {
         let mut s = g.stats;
         s.conn = g.conn.stats();
         s.rejected_frames = g.secure.rejected();
+        s.frames = g.secure.counters();
         s
     }
 

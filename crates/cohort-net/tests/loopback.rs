@@ -50,7 +50,10 @@ fn wrong_team_key_cannot_connect_and_is_counted() {
     bad.lrt.handshake_timeout = Duration::from_millis(600);
     let err = LrtSocket::connect(server.local_addr(), bad).unwrap_err();
     assert!(matches!(err, NetError::Closed(CloseReason::HandshakeTimedOut)), "{err:?}");
-    assert!(server.stats().rejected_frames >= 2, "every forged HELLO is counted");
+    let st = server.stats();
+    assert!(st.rejected_frames >= 2, "every forged HELLO is counted");
+    assert_eq!(st.frames.auth_failed, st.rejected_frames, "by reason: authentication");
+    assert_eq!(st.frames.accepted, 0);
     assert!(matches!(server.wait_connected(Some(Duration::from_millis(10))), Err(NetError::TimedOut)));
 }
 
