@@ -8,6 +8,5 @@
 pub mod block;
 pub mod coding;
 pub mod lrt;
-pub mod p2p;
 pub mod stats;
 pub mod timer;

@@ -1,9 +1,9 @@
 //! `cohort bench lrt`: LRT and seed 004's block-RLNC scheme carry the same timestamped
-//! messages over the same simulated point-to-point link (virtual time, same seed), and the
-//! in-order per-message delay distribution of each is reported.
+//! messages over the same simulated point-to-point link (`cohort_medium::link`, virtual time,
+//! same seed), and the in-order per-message delay distribution of each is reported.
 
 use crate::block::{BlockConfig, BlockReceiver, BlockSender};
-use crate::p2p::{Link, LinkParams, LossModel};
+use cohort_medium::link::{Duplex, LinkParams, LossModel};
 use cohort_proto::lrt::{Config, Connection, State};
 use cohort_time::Instant;
 use cohort_wire::frame::OVERHEAD;
@@ -169,20 +169,18 @@ fn message(i: u64, size: usize) -> Vec<u8> {
 }
 
 fn link_params(p: &LrtParams) -> LinkParams {
+    // A drop-tail queue of 100 ms at the link rate.
     LinkParams {
-        owd: Duration::from_secs_f64(p.owd_ms / 1000.0),
-        rate_bps: (p.rate_mbps * 1e6) as u64,
-        // Drop-tail queue of 100 ms at the link rate.
-        queue_bytes: ((p.rate_mbps * 1e6 / 8.0) * 0.1) as usize + 64 * 1024,
         loss: p.loss,
+        ..LinkParams::clean(Duration::from_secs_f64(p.owd_ms / 1000.0), (p.rate_mbps * 1e6) as u64)
     }
 }
 
 /// Runs one scheme: `a` sends, `b` receives, over a fresh pair of link directions.
-fn run_scheme(p: &LrtParams, a: &mut dyn End, b: &mut dyn End, start: Instant) -> SchemeFigures {
+fn run_scheme(p: &LrtParams, a: &mut dyn End, b: &mut dyn End, start: Instant) -> Result<SchemeFigures, String> {
     let lp = link_params(p);
-    let mut ab: Link<(u64, Vec<u8>)> = Link::new(lp, p.seed.wrapping_mul(2).wrapping_add(1));
-    let mut ba: Link<(u64, Vec<u8>)> = Link::new(lp, p.seed.wrapping_mul(2).wrapping_add(2));
+    let Duplex { up: mut ab, down: mut ba } =
+        Duplex::<(u64, Vec<u8>)>::new(lp, lp, p.seed).map_err(|e| format!("link: {e}"))?;
     let interval = Duration::from_secs_f64(p.interval_ms / 1000.0);
     let warmup = Duration::from_secs_f64(p.warmup_ms / 1000.0);
     let owd = Duration::from_secs_f64(p.owd_ms / 1000.0);
@@ -272,26 +270,28 @@ fn run_scheme(p: &LrtParams, a: &mut dyn End, b: &mut dyn End, start: Instant) -
     f.max_ms = d.last().copied().unwrap_or(f64::NAN);
     let limit = (owd + Duration::from_millis(1)).as_secs_f64() * 1000.0;
     f.share_at_owd = d.iter().filter(|&&x| x <= limit).count() as f64 / d.len().max(1) as f64;
-    f.overhead = (ab.wire_bytes + ba.wire_bytes) as f64 / (p.count as f64 * p.size as f64);
-    f.packets_forward = ab.sent;
-    f.packets_backward = ba.sent;
-    f.lost_by_link = ab.lost + ba.lost;
-    f
+    let (sa, sb) = (ab.stats(), ba.stats());
+    f.overhead = (sa.offered_bytes + sb.offered_bytes) as f64 / (p.count as f64 * p.size as f64);
+    f.packets_forward = sa.offered;
+    f.packets_backward = sb.offered;
+    f.lost_by_link = sa.lost + sb.lost + sa.queue_drops + sb.queue_drops;
+    Ok(f)
 }
 
-/// Runs LRT and the block scheme on the same link.
-pub fn run(p: &LrtParams) -> LrtReport {
+/// Runs LRT and the block scheme on the same link; an invalid link is an error.
+pub fn run(p: &LrtParams) -> Result<LrtReport, String> {
     let cfg = Config { rate_bps: (p.rate_mbps * 1e6) as u64, ..Config::default() };
     let mut a = Connection::connect(cfg.clone(), 1, Instant::ZERO).expect("default config is valid");
     let mut b = Connection::accept(cfg.clone(), Instant::ZERO).expect("default config is valid");
     // LRT's handshake takes one round trip; start the clock for both schemes after it.
     let start = Instant::ZERO + Duration::from_secs_f64(p.owd_ms * 4.0 / 1000.0 + 0.1);
-    let lrt = run_scheme(p, &mut a, &mut b, start);
+    let lrt = run_scheme(p, &mut a, &mut b, start)?;
+
     debug_assert!(matches!(a.state(), State::Established | State::Closed(_)));
     let bc = BlockConfig::default();
     let mut bs = BlockSender::new(bc.clone());
     let mut br = BlockReceiver::new(bc);
-    let block = run_scheme(p, &mut bs, &mut br, start);
+    let block = run_scheme(p, &mut bs, &mut br, start)?;
     let per_msg =
         (p.size + 4).div_ceil(cfg.symbol_size) as f64 * (p.size.min(cfg.symbol_size) + 12 + OVERHEAD + UDP_IP) as f64;
     let load = per_msg * 8.0 / (p.interval_ms / 1000.0)
@@ -311,7 +311,7 @@ pub fn run(p: &LrtParams) -> LrtReport {
     } else {
         "offered load fits the link".to_string()
     };
-    LrtReport {
+    Ok(LrtReport {
         p50_ms: lrt.p50_ms,
         p90_ms: lrt.p90_ms,
         p99_ms: lrt.p99_ms,
@@ -330,7 +330,7 @@ pub fn run(p: &LrtParams) -> LrtReport {
         lrt,
         block,
         params: p.clone(),
-    }
+    })
 }
 
 fn command(p: &LrtParams) -> String {
@@ -353,7 +353,7 @@ mod tests {
     #[test]
     fn short_lossy_run_delivers_everything_in_order_for_both_schemes() {
         let p = LrtParams { count: 400, warmup_ms: 50.0, ..LrtParams::default() };
-        let r = run(&p);
+        let r = run(&p).unwrap();
         for f in [&r.lrt, &r.block] {
             assert_eq!(f.delivered, 400);
             assert!(f.in_order);
@@ -366,5 +366,14 @@ mod tests {
         {
             assert!(v[k].is_number(), "{k}");
         }
+    }
+}
+
+#[cfg(test)]
+mod invalid {
+    #[test]
+    fn invalid_link_is_an_error() {
+        let p = super::LrtParams { loss: super::LossModel::Iid { p: 2.0 }, count: 10, ..Default::default() };
+        assert!(super::run(&p).unwrap_err().contains("probability"));
     }
 }

@@ -188,7 +188,7 @@ fn probability(name: &str, p: f64) -> Result<f64, BenchError> {
 }
 
 fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
-    use cohort_bench::p2p::LossModel;
+    use cohort_medium::link::LossModel;
     let loss = match a.loss_model {
         LossKind::Iid => LossModel::Iid { p: probability("loss", a.loss)? },
         LossKind::Ge => LossModel::GilbertElliott {
@@ -219,7 +219,7 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
         seed: a.seed,
         warmup_ms: a.warmup_ms,
     };
-    let r = cohort_bench::lrt::run(&p);
+    let r = cohort_bench::lrt::run(&p).map_err(BenchError::Invalid)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
     if a.json {
         println!("{json}");

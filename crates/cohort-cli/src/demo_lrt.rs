@@ -3,8 +3,8 @@
 //! loses packets; an intruder without the team key injects forgeries and replays captured
 //! frames. Everything is seeded and deterministic.
 
-use cohort_bench::p2p::{Link, LinkParams, LossModel};
-use cohort_proto::lrt::{Config, Connection};
+use cohort_medium::link::{Duplex, LinkParams, LossModel};
+use cohort_proto::lrt::{Config, Connection, State};
 use cohort_time::Instant;
 use cohort_wire::frame::{OVERHEAD, Opener, RejectCounters, Sealer, TeamKey, kind};
 use rand::{Rng, RngCore, SeedableRng};
@@ -73,20 +73,24 @@ pub fn secure_session(loss: f64, seed: u64, count: u64) -> SessionSummary {
         opener: Opener::new(key),
     };
     let owd = Duration::from_millis(20);
-    let lp = LinkParams { owd, rate_bps: 20_000_000, queue_bytes: 256 * 1024, loss: LossModel::Iid { p: loss } };
-    let mut down: Link<Vec<u8>> = Link::new(lp, seed ^ 1);
-    let mut up: Link<Vec<u8>> = Link::new(lp, seed ^ 2);
+    let lp = LinkParams { loss: LossModel::Iid { p: loss }, ..LinkParams::clean(owd, 20_000_000) };
+    let Duplex { up: mut down, down: mut up } =
+        Duplex::<Vec<u8>>::new(lp, lp, seed).expect("loss checked by the caller");
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 3);
     let mut s = SessionSummary { commands_sent: count, in_order: true, owd_ms: 20.0, ..Default::default() };
-    let start = Instant::from_millis(200);
-    let send_at = |i: u64| start + Duration::from_millis(i);
+    // Commands start once the handshake is done, as an application would wait for `connect`.
+    let mut start = Instant::FAR_FUTURE;
     let (mut plain, mut wire) = (vec![0u8; 2048], vec![0u8; 2048]);
     let mut captured: Vec<Vec<u8>> = vec![];
     let mut delays = vec![];
     let mut now = Instant::ZERO;
     let mut next = 0u64;
-    let give_up = send_at(count) + Duration::from_secs(30);
+    let give_up = Instant::from_millis(count) + Duration::from_secs(60);
     while s.commands_delivered < count && now < give_up {
+        if start == Instant::FAR_FUTURE && leader.conn.state() == &State::Established {
+            start = now;
+        }
+        let send_at = |i: u64| start + Duration::from_millis(i);
         while next < count && send_at(next) <= now {
             let mut cmd = format!("waypoint {next}: x={} y={}", next * 3, next * 7).into_bytes();
             cmd.resize(100, b' ');
@@ -152,7 +156,7 @@ pub fn secure_session(loss: f64, seed: u64, count: u64) -> SessionSummary {
         delays.get(((delays.len() as f64 * x) as usize).min(delays.len().saturating_sub(1))).copied().unwrap_or(0.0)
     };
     (s.p50_ms, s.p99_ms) = (q(0.5), q(0.99));
-    s.datagrams_lost = down.lost + up.lost;
+    s.datagrams_lost = down.stats().lost + up.stats().lost;
     s.repairs_sent = leader.conn.stats().repair_sent;
     s.frame_overhead_bytes = OVERHEAD;
     s.follower_rejected = follower.opener.counters().into();

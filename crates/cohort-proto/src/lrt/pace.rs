@@ -52,17 +52,33 @@ impl TokenBucket {
 ///
 /// A plain sliding window, not an exponential average: intervals that contain losses are
 /// longer (an acknowledgement always follows a received packet), and weighting each interval
-/// by its recency overweights them.
-#[derive(Debug, Clone, Default)]
+/// by its recency overweights them. Until [`LossEstimator::PRIOR_WEIGHT`] packets have been
+/// accounted for, a prior loss rate stands in for the missing evidence, so a connection starts
+/// with the redundancy a lossy radio needs instead of discovering it one round trip too late.
+#[derive(Debug, Clone)]
 pub struct LossEstimator {
     intervals: std::collections::VecDeque<(u64, u64)>,
     sent: u64,
     received: u64,
+    prior: f64,
+}
+
+impl Default for LossEstimator {
+    fn default() -> Self {
+        Self::with_prior(0.0)
+    }
 }
 
 impl LossEstimator {
     /// Packets the estimate spans.
     pub const WINDOW: u64 = 1000;
+    /// Packets of evidence that fully replace the prior.
+    pub const PRIOR_WEIGHT: u64 = 200;
+
+    /// An estimator that assumes loss rate `prior` until evidence arrives.
+    pub fn with_prior(prior: f64) -> Self {
+        LossEstimator { intervals: Default::default(), sent: 0, received: 0, prior: prior.clamp(0.0, 1.0) }
+    }
 
     /// Records that of `sent` packets, `received` arrived.
     pub fn record(&mut self, sent: u64, received: u64) {
@@ -83,9 +99,11 @@ impl LossEstimator {
         }
     }
 
-    /// The current loss rate, 0 before any evidence.
+    /// The current loss rate.
     pub fn loss(&self) -> f64 {
-        if self.sent == 0 { 0.0 } else { 1.0 - self.received as f64 / self.sent as f64 }
+        let lost = (self.sent - self.received) as f64;
+        let missing = Self::PRIOR_WEIGHT.saturating_sub(self.sent) as f64;
+        (lost + self.prior * missing) / (self.sent as f64 + missing).max(1.0)
     }
 }
 
@@ -161,8 +179,10 @@ mod tests {
 
     #[test]
     fn loss_estimate_follows_evidence() {
-        let mut l = LossEstimator::default();
-        assert_eq!(l.loss(), 0.0);
+        let mut l = LossEstimator::with_prior(0.2);
+        assert_eq!(l.loss(), 0.2, "the prior before any evidence");
+        l.record(100, 100);
+        assert!((l.loss() - 0.1).abs() < 1e-9, "half evidence, half prior");
         for _ in 0..100 {
             l.record(10, 9);
         }

@@ -222,7 +222,7 @@ fn handshake_then_lossless_stream_arrives_at_one_way_delay() {
     let s = p.a.stats();
     assert_eq!(s.source_sent, 200, "one 1 KB message per symbol, sent at once");
     assert_eq!(p.b.stats().symbols_rejected, 0);
-    assert!(s.loss_estimate < 1e-9);
+    assert!(s.loss_estimate < 0.05, "the prior fades as evidence of no loss arrives: {}", s.loss_estimate);
 }
 
 #[test]

@@ -41,6 +41,9 @@ pub struct Config {
     pub redundancy_min: f64,
     pub redundancy_max: f64,
     pub redundancy_spread: f64,
+    /// Loss rate assumed until acknowledgements have shown 200 packets' worth (0.1: a lossy
+    /// radio); the redundancy starts from it.
+    pub initial_loss: f64,
     /// Longest a source symbol waits for a repair that covers it: a low-rate flow (one
     /// message every 10 ms) gets a repair on this timer instead of after the next message.
     pub repair_delay: Duration,
@@ -75,12 +78,13 @@ impl Default for Config {
             redundancy_min: 0.02,
             redundancy_max: 1.0,
             redundancy_spread: 0.6,
+            initial_loss: 0.1,
             repair_delay: Duration::from_millis(8),
             ack_every: 8,
             ack_delay: Duration::from_millis(5),
             keepalive: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(10),
-            handshake_retry: Duration::from_millis(250),
+            handshake_retry: Duration::from_millis(100),
             handshake_timeout: Duration::from_secs(5),
             send_buffer_bytes: 8 << 20,
             recv_buffer_bytes: 8 << 20,
@@ -129,7 +133,11 @@ impl Config {
             return Err(ConfigError::Rate);
         }
         let (min, max, margin) = (self.redundancy_min, self.redundancy_max, self.redundancy_spread);
-        if !(0.0..=max).contains(&min) || max > 16.0 || !(0.0..=16.0).contains(&margin) {
+        if !(0.0..=max).contains(&min)
+            || max > 16.0
+            || !(0.0..=16.0).contains(&margin)
+            || !(0.0..1.0).contains(&self.initial_loss)
+        {
             return Err(ConfigError::Redundancy { min, max, margin });
         }
         Ok(())
@@ -348,7 +356,7 @@ impl Connection {
             next_coder: 0,
             rr: 0,
             bucket: TokenBucket::new(rate.max(1), cfg.burst_bytes, now),
-            loss: LossEstimator::default(),
+            loss: LossEstimator::with_prior(cfg.initial_loss),
             rtt: RttEstimator::new(cfg.initial_rtt),
             sent: VecDeque::new(),
             data_total: 0,
