@@ -184,6 +184,14 @@ impl<P: Clone> Link<P> {
         &self.p
     }
 
+    /// Changes the parameters from now on (a fault injected as data: a partition is loss 1).
+    /// Packets already in flight keep their arrival times.
+    pub fn set_params(&mut self, p: LinkParams) -> Result<(), LinkError> {
+        p.validate()?;
+        self.p = p;
+        Ok(())
+    }
+
     pub fn stats(&self) -> LinkStats {
         self.stats
     }

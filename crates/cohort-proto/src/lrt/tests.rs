@@ -2,73 +2,23 @@
 //! virtual time.
 
 use super::*;
+use cohort_medium::link::{Duplex, Jitter, Link, LinkParams, LossModel};
 use cohort_time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
 
-/// Faults of one direction of the harness link.
-#[derive(Debug, Clone, Copy)]
-struct Faults {
-    owd: Duration,
-    /// Iid loss, or the bad-state loss of a Gilbert-Elliott channel when `ge` is set.
-    loss: f64,
-    /// (p good->bad, p bad->good) per packet.
-    ge: Option<(f64, f64)>,
-    dup: f64,
-    /// Extra delay up to this much, drawn uniformly per packet: reorders.
-    jitter: Duration,
+/// A clean direction: this one-way delay, 1 Gbit/s, an unbounded queue.
+fn clean(owd_ms: u64) -> LinkParams {
+    LinkParams { queue_bytes: usize::MAX, ..LinkParams::clean(Duration::from_millis(owd_ms), 1_000_000_000) }
 }
 
-impl Faults {
-    fn clean(owd_ms: u64) -> Self {
-        Faults { owd: Duration::from_millis(owd_ms), loss: 0.0, ge: None, dup: 0.0, jitter: Duration::ZERO }
-    }
+/// A direction losing `p` of the packets, iid.
+fn lossy(owd_ms: u64, p: f64) -> LinkParams {
+    LinkParams { loss: LossModel::Iid { p }, ..clean(owd_ms) }
 }
 
-struct Wire {
-    f: Faults,
-    bad: bool,
-    q: Vec<(Instant, u64, Vec<u8>)>,
-    sent: u64,
-    lost: u64,
-}
-
-impl Wire {
-    fn send(&mut self, rng: &mut ChaCha8Rng, now: Instant, pn: u64, pkt: &[u8]) {
-        self.sent += 1;
-        let lost = match self.f.ge {
-            None => rng.random_bool(self.f.loss),
-            Some((gb, bg)) => {
-                self.bad = if self.bad { !rng.random_bool(bg) } else { rng.random_bool(gb) };
-                self.bad && rng.random_bool(self.f.loss)
-            }
-        };
-        if lost {
-            self.lost += 1;
-            return;
-        }
-        let copies = if rng.random_bool(self.f.dup) { 2 } else { 1 };
-        for _ in 0..copies {
-            let j = if self.f.jitter.is_zero() { Duration::ZERO } else { self.f.jitter.mul_f64(rng.random()) };
-            self.q.push((now + self.f.owd + j, pn, pkt.to_vec()));
-        }
-    }
-
-    fn next_at(&self) -> Option<Instant> {
-        self.q.iter().map(|x| x.0).min()
-    }
-
-    fn due(&mut self, now: Instant) -> Vec<(u64, Vec<u8>)> {
-        let mut out: Vec<(Instant, u64, Vec<u8>)> = vec![];
-        let mut i = 0;
-        while i < self.q.len() {
-            if self.q[i].0 <= now { out.push(self.q.swap_remove(i)) } else { i += 1 }
-        }
-        out.sort_by_key(|x| x.0);
-        out.into_iter().map(|(_, pn, p)| (pn, p)).collect()
-    }
-}
+type Wire = Link<(u64, Vec<u8>)>;
 
 /// Client `a` and server `b` over a link with per-direction faults.
 struct Pair {
@@ -79,7 +29,6 @@ struct Pair {
     ba: Wire,
     pn_a: u64,
     pn_b: u64,
-    rng: ChaCha8Rng,
     buf: Vec<u8>,
     /// Messages `b` received, with the time.
     got: Vec<(Instant, Vec<u8>)>,
@@ -88,17 +37,17 @@ struct Pair {
 }
 
 impl Pair {
-    fn new(cfg: Config, ab: Faults, ba: Faults, seed: u64) -> Self {
+    fn new(cfg: Config, ab: LinkParams, ba: LinkParams, seed: u64) -> Self {
         let now = Instant::ZERO;
+        let Duplex { up, down } = Duplex::new(ab, ba, seed).unwrap();
         Pair {
             a: Connection::connect(cfg.clone(), 42, now).unwrap(),
             b: Connection::accept(cfg, now).unwrap(),
             now,
-            ab: Wire { f: ab, bad: false, q: vec![], sent: 0, lost: 0 },
-            ba: Wire { f: ba, bad: false, q: vec![], sent: 0, lost: 0 },
+            ab: up,
+            ba: down,
             pn_a: 0,
             pn_b: 0,
-            rng: ChaCha8Rng::seed_from_u64(seed),
             buf: vec![0u8; 70_000],
             got: vec![],
             b_reads: true,
@@ -110,20 +59,20 @@ impl Pair {
         loop {
             let mut any = false;
             while let Some(n) = self.a.poll_transmit(self.now, self.pn_a, &mut self.buf) {
-                self.ab.send(&mut self.rng, self.now, self.pn_a, &self.buf[..n]);
+                self.ab.send(self.now, n, (self.pn_a, self.buf[..n].to_vec()));
                 self.pn_a += 1;
                 any = true;
             }
             while let Some(n) = self.b.poll_transmit(self.now, self.pn_b, &mut self.buf) {
-                self.ba.send(&mut self.rng, self.now, self.pn_b, &self.buf[..n]);
+                self.ba.send(self.now, n, (self.pn_b, self.buf[..n].to_vec()));
                 self.pn_b += 1;
                 any = true;
             }
-            for (pn, p) in self.ab.due(self.now) {
+            while let Some((pn, p)) = self.ab.pop_due(self.now) {
                 self.b.handle_packet(self.now, pn, &p);
                 any = true;
             }
-            for (pn, p) in self.ba.due(self.now) {
+            while let Some((pn, p)) = self.ba.pop_due(self.now) {
                 self.a.handle_packet(self.now, pn, &p);
                 any = true;
             }
@@ -190,7 +139,7 @@ fn message(i: u64, size: usize) -> Vec<u8> {
 }
 
 /// Sends `count` messages of `size` bytes every `interval`, then drains; returns the pair.
-fn stream(cfg: Config, ab: Faults, ba: Faults, seed: u64, count: u64, size: usize, interval: Duration) -> Pair {
+fn stream(cfg: Config, ab: LinkParams, ba: LinkParams, seed: u64, count: u64, size: usize, interval: Duration) -> Pair {
     let mut p = Pair::new(cfg, ab, ba, seed);
     while p.a.state() == &State::Handshaking && p.now < Instant::from_millis(4000) {
         p.drive_for(Duration::from_millis(50));
@@ -217,7 +166,7 @@ fn assert_exactly_once_in_order(p: &Pair, count: u64, size: usize, seed: u64) {
 #[test]
 fn handshake_then_lossless_stream_arrives_at_one_way_delay() {
     let cfg = Config::default();
-    let p = stream(cfg, Faults::clean(50), Faults::clean(50), 1, 200, 1000, Duration::from_millis(1));
+    let p = stream(cfg, clean(50), clean(50), 1, 200, 1000, Duration::from_millis(1));
     assert_exactly_once_in_order(&p, 200, 1000, 1);
     let s = p.a.stats();
     assert_eq!(s.source_sent, 200, "one 1 KB message per symbol, sent at once");
@@ -228,11 +177,11 @@ fn handshake_then_lossless_stream_arrives_at_one_way_delay() {
 #[test]
 fn iid_loss_is_repaired_without_retransmission() {
     for seed in 0..6 {
-        let lossy = Faults { loss: 0.10, ..Faults::clean(50) };
+        let lossy = lossy(50, 0.10);
         let p = stream(Config::default(), lossy, lossy, seed, 1000, 1000, Duration::from_millis(1));
         assert_exactly_once_in_order(&p, 1000, 1000, seed);
         let s = p.a.stats();
-        assert!(p.ab.lost > 50, "seed {seed}: the link lost packets");
+        assert!(p.ab.stats().lost > 50, "seed {seed}: the link lost packets");
         assert!((0.05..0.15).contains(&s.loss_estimate), "seed {seed}: loss estimate {}", s.loss_estimate);
         assert!(s.repair_sent > 100);
     }
@@ -240,7 +189,7 @@ fn iid_loss_is_repaired_without_retransmission() {
 
 #[test]
 fn low_rate_flow_gets_repairs_on_the_timer() {
-    let lossy = Faults { loss: 0.10, ..Faults::clean(50) };
+    let lossy = lossy(50, 0.10);
     let p = stream(Config::default(), lossy, lossy, 3, 300, 1000, Duration::from_millis(10));
     assert_exactly_once_in_order(&p, 300, 1000, 3);
     assert!(p.a.stats().repair_timer_sent > 50, "{:?}", p.a.stats());
@@ -251,12 +200,16 @@ fn faults_sweep_bursty_reordered_duplicated() {
     for seed in 0..200u64 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let loss = rng.random_range(0.0..0.4);
-        let f = Faults {
-            owd: Duration::from_millis(rng.random_range(1..80)),
+        let loss = if rng.random_bool(0.5) {
+            LossModel::GilbertElliott { p_gb: 0.05, p_bg: 0.3, loss_good: 0.0, loss_bad: loss }
+        } else {
+            LossModel::Iid { p: loss }
+        };
+        let f = LinkParams {
             loss,
-            ge: rng.random_bool(0.5).then_some((0.05, 0.3)),
-            dup: rng.random_range(0.0..0.1),
-            jitter: Duration::from_micros(rng.random_range(0..5_000)),
+            duplicate: rng.random_range(0.0..0.1),
+            jitter: Jitter::Uniform { max: Duration::from_micros(rng.random_range(0..5_000)) },
+            ..clean(rng.random_range(1..80))
         };
         let size = rng.random_range(1..3000);
         let interval = Duration::from_micros(rng.random_range(200..5000));
@@ -268,7 +221,7 @@ fn faults_sweep_bursty_reordered_duplicated() {
 #[test]
 fn large_messages_span_many_symbols_and_many_coders() {
     let cfg = Config { coder_symbols: 64, max_window: 32, ..Config::default() };
-    let lossy = Faults { loss: 0.05, ..Faults::clean(20) };
+    let lossy = lossy(20, 0.05);
     let p = stream(cfg, lossy, lossy, 9, 20, 200_000, Duration::from_millis(20));
     assert_exactly_once_in_order(&p, 20, 200_000, 9);
     assert!(p.a.stats().coders_opened > 10, "{:?}", p.a.stats());
@@ -277,7 +230,7 @@ fn large_messages_span_many_symbols_and_many_coders() {
 #[test]
 fn lost_full_rank_ack_is_resent_on_out_of_date_symbols() {
     let cfg = Config { coder_symbols: 8, max_window: 8, ..Config::default() };
-    let lossy = Faults { loss: 0.3, ..Faults::clean(5) };
+    let lossy = lossy(5, 0.3);
     let p = stream(cfg, lossy, lossy, 5, 400, 500, Duration::from_millis(2));
     assert_exactly_once_in_order(&p, 400, 500, 5);
     let b = p.b.stats();
@@ -287,7 +240,7 @@ fn lost_full_rank_ack_is_resent_on_out_of_date_symbols() {
 #[test]
 fn slow_receiver_bounds_memory_and_send_blocks() {
     let cfg = Config { recv_buffer_bytes: 64 * 1024, send_buffer_bytes: 256 * 1024, ..Config::default() };
-    let mut p = Pair::new(cfg, Faults::clean(10), Faults::clean(10), 1);
+    let mut p = Pair::new(cfg, clean(10), clean(10), 1);
     p.b_reads = false;
     p.drive_for(Duration::from_millis(100));
     let mut accepted = 0u64;
@@ -320,11 +273,11 @@ fn slow_receiver_bounds_memory_and_send_blocks() {
 #[test]
 fn vanished_peer_is_an_error_not_a_hang() {
     let cfg = Config { idle_timeout: Duration::from_secs(2), ..Config::default() };
-    let mut p = Pair::new(cfg, Faults::clean(10), Faults::clean(10), 1);
+    let mut p = Pair::new(cfg, clean(10), clean(10), 1);
     p.drive_for(Duration::from_millis(100));
     p.a.send(b"still there?").unwrap();
     // The peer vanishes: nothing from b reaches a any more.
-    p.ba.f.loss = 1.0;
+    p.ba.set_params(lossy(10, 1.0)).unwrap();
     p.drive_for(Duration::from_secs(3));
     assert_eq!(p.a.state(), &State::Closed(CloseReason::TimedOut));
     assert_eq!(p.a.send(b"x"), Err(SendError::Closed(CloseReason::TimedOut)));
@@ -338,14 +291,14 @@ fn vanished_peer_is_an_error_not_a_hang() {
 
 #[test]
 fn handshake_times_out_without_a_server() {
-    let mut p = Pair::new(Config::default(), Faults { loss: 1.0, ..Faults::clean(1) }, Faults::clean(1), 1);
+    let mut p = Pair::new(Config::default(), lossy(1, 1.0), clean(1), 1);
     p.drive_for(Duration::from_secs(6));
     assert_eq!(p.a.state(), &State::Closed(CloseReason::HandshakeTimedOut));
 }
 
 #[test]
 fn mismatched_parameters_close_both_ends() {
-    let mut p = Pair::new(Config::default(), Faults::clean(1), Faults::clean(1), 1);
+    let mut p = Pair::new(Config::default(), clean(1), clean(1), 1);
     p.b = Connection::accept(Config { symbol_size: 1000, ..Config::default() }, Instant::ZERO).unwrap();
     p.drive_for(Duration::from_millis(50));
     assert!(matches!(p.b.state(), State::Closed(CloseReason::ParamMismatch { .. })));
@@ -354,7 +307,7 @@ fn mismatched_parameters_close_both_ends() {
 
 #[test]
 fn close_reaches_the_peer() {
-    let mut p = Pair::new(Config::default(), Faults::clean(1), Faults::clean(1), 1);
+    let mut p = Pair::new(Config::default(), clean(1), clean(1), 1);
     p.drive_for(Duration::from_millis(50));
     p.a.close();
     p.drive_for(Duration::from_millis(50));
@@ -364,7 +317,7 @@ fn close_reaches_the_peer() {
 
 #[test]
 fn malformed_packets_are_counted_and_change_nothing() {
-    let mut p = Pair::new(Config::default(), Faults::clean(1), Faults::clean(1), 1);
+    let mut p = Pair::new(Config::default(), clean(1), clean(1), 1);
     p.drive_for(Duration::from_millis(50));
     for junk in [&[][..], &[9, 9, 9], &[0, 0, 0], &[2, 0xFF], &[1; 12]] {
         p.b.handle_packet(p.now, 1000, junk);
