@@ -1,0 +1,117 @@
+//! The shared 802.11 channel: DCF and EDCA contention among stations, sans-IO.
+//!
+//! Every station has one queue per access category (the "WNIC buffer" of seed 000 §II-C,
+//! where local congestion happens: a full queue drops and counts). Each non-empty queue
+//! contends with its own backoff counter after its AIFS; the model jumps from one transmission
+//! to the next (the earliest `AIFS + backoff` wins; counters of the others advance by the idle
+//! slots that passed) instead of ticking every slot. Two or more stations starting in the same
+//! slot collide: all their frames are lost and each doubles its contention window. Within a
+//! station, the highest access category wins an internal collision and the others back off as
+//! if they had collided. A unicast frame is acknowledged after SIFS, retried up to the retry
+//! limit, and may fail by the receiver's frame error rate (retried like a collision). Broadcast
+//! frames go at the basic rate, unacknowledged, never retried. A won TXOP lets the winner send
+//! further frames of the same category after SIFS while they fit in the TXOP limit.
+//!
+//! Not modelled yet: A-MPDU aggregation and block ack, RTS/CTS, EIFS after a collision
+//! (collisions are followed by AIFS, the "DIFS" variant of Bianchi's model), propagation delay
+//! beyond what the caller adds, and hidden stations (every station hears every other).
+
+pub mod phy;
+
+mod medium;
+pub mod scenario;
+
+pub use medium::{AcStats, Dest, DropReason, Medium, MediumError, MediumEvent, StationConfig};
+pub use phy::{Phy, PhyKind};
+
+use std::time::Duration;
+
+/// An access category. Ordered by priority: `Bk < Be < Vi < Vo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Ac {
+    Bk = 0,
+    Be = 1,
+    Vi = 2,
+    Vo = 3,
+}
+
+impl Ac {
+    pub const ALL: [Ac; 4] = [Ac::Bk, Ac::Be, Ac::Vi, Ac::Vo];
+
+    /// 802.11 Table 10-1: 802.1D user priority to access category.
+    pub fn from_user_priority(up: u8) -> Ac {
+        match up & 7 {
+            1 | 2 => Ac::Bk,
+            0 | 3 => Ac::Be,
+            4 | 5 => Ac::Vi,
+            _ => Ac::Vo,
+        }
+    }
+
+    /// The 802.1D user priority Linux gives a packet with this DSCP (`cfg80211_classify8021d`):
+    /// the DSCP's top three bits (RFC 8325 §2.3), except for the service classes RFC 8325 §4
+    /// remaps: AF11-13 and CS2 to 0, AF21-23 to 3, CS3 and AF31-33 to 4, VOICE-ADMIT and EF to
+    /// 6, CS6 to 7.
+    pub fn user_priority_of_dscp(dscp: u8) -> u8 {
+        match dscp & 0x3f {
+            10 | 12 | 14 | 16 => 0,
+            18 | 20 | 22 => 3,
+            24 | 26 | 28 | 30 => 4,
+            44 | 46 => 6,
+            48 => 7,
+            d => d >> 3,
+        }
+    }
+
+    /// The access category of a packet with this DSCP, as Linux and 802.11 map it.
+    pub fn from_dscp(dscp: u8) -> Ac {
+        Ac::from_user_priority(Ac::user_priority_of_dscp(dscp))
+    }
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Contention parameters of one access category.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EdcaParams {
+    pub aifsn: u8,
+    pub cw_min: u16,
+    pub cw_max: u16,
+    /// Zero: one frame per access.
+    pub txop: Duration,
+}
+
+impl EdcaParams {
+    /// The EDCA parameter set of 802.11-2016 Table 9-155 for this PHY, indexed by [`Ac`].
+    pub fn defaults(phy: &Phy) -> [EdcaParams; 4] {
+        let (cw_min, cw_max) = if phy.kind == PhyKind::Dsss { (31, 1023) } else { (15, 1023) };
+        let (txop_vi, txop_vo) = if phy.kind == PhyKind::Dsss { (6016, 3264) } else { (3008, 1504) };
+        let p =
+            |aifsn, cw_min, cw_max, txop_us| EdcaParams { aifsn, cw_min, cw_max, txop: Duration::from_micros(txop_us) };
+        [
+            p(7, cw_min, cw_max, 0),
+            p(3, cw_min, cw_max, 0),
+            p(2, (cw_min + 1) / 2 - 1, cw_min, txop_vi),
+            p(2, (cw_min + 1) / 4 - 1, (cw_min + 1) / 2 - 1, txop_vo),
+        ]
+    }
+
+    /// Legacy DCF: every category contends alike with DIFS (AIFSN 2), `aCWmin` and CWmax 1023.
+    pub fn dcf(phy: &Phy) -> [EdcaParams; 4] {
+        let cw_min = if phy.kind == PhyKind::Dsss { 31 } else { 15 };
+        [EdcaParams { aifsn: 2, cw_min, cw_max: 1023, txop: Duration::ZERO }; 4]
+    }
+
+    fn validate(&self) -> Result<(), MediumError> {
+        let ok = |cw: u16| (cw + 1).is_power_of_two();
+        if self.aifsn < 1 || self.cw_min > self.cw_max || !ok(self.cw_min) || !ok(self.cw_max) {
+            return Err(MediumError::Edca(*self));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,126 @@
+//! Saturation scenarios: every station always has a frame waiting. Bianchi's model and ns-3's
+//! reference tables describe exactly this, so it is how the model is validated.
+
+use super::{Ac, Dest, EdcaParams, Medium, MediumEvent, Phy, StationConfig};
+use cohort_time::Instant;
+use std::time::Duration;
+
+/// Throughput of a saturation run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Saturation {
+    /// Payload bits delivered per second, all stations.
+    pub total_mbps: f64,
+    /// The same by access category.
+    pub per_ac_mbps: [f64; 4],
+    pub collisions: u64,
+    pub successes: u64,
+}
+
+/// `n` stations configured as `cfg`, each keeping its category's queue full of
+/// `payload`-byte unicast frames to the next station, for `duration` of simulated time.
+/// `ac_of(i)` picks station `i`'s category.
+#[allow(clippy::too_many_arguments)]
+pub fn saturate(
+    phy: Phy,
+    edca: [EdcaParams; 4],
+    cfg: StationConfig,
+    n: usize,
+    payload: usize,
+    ac_of: impl Fn(usize) -> Ac,
+    duration: Duration,
+    seed: u64,
+) -> Result<Saturation, super::MediumError> {
+    let mut m: Medium<()> = Medium::new(phy, edca, &vec![cfg; n], seed)?;
+    let end = Instant::ZERO + duration;
+    for st in 0..n {
+        for _ in 0..2 {
+            m.enqueue(Instant::ZERO, st, ac_of(st), Dest::Unicast((st + 1) % n), payload, ())?;
+        }
+    }
+    let mut bytes = [0u64; 4];
+    while let Some(t) = m.poll_timeout() {
+        if t > end {
+            break;
+        }
+        m.handle_timeout(t);
+        while let Some(ev) = m.poll_event(t) {
+            if let MediumEvent::Sent { station, ac, at, .. } | MediumEvent::Dropped { station, ac, at, .. } = ev {
+                if matches!(ev, MediumEvent::Sent { .. }) && at <= end {
+                    bytes[ac.index()] += payload as u64;
+                }
+                m.enqueue(t, station, ac, Dest::Unicast((station + 1) % n), payload, ())?;
+            }
+        }
+    }
+    let secs = duration.as_secs_f64();
+    let per_ac_mbps = bytes.map(|b| b as f64 * 8.0 / secs / 1e6);
+    let (mut collisions, mut successes) = (0, 0);
+    for st in 0..n {
+        for ac in Ac::ALL {
+            let s = m.stats(st, ac).unwrap_or_default();
+            collisions += s.collisions;
+            successes += s.successes;
+        }
+    }
+    Ok(Saturation { total_mbps: per_ac_mbps.iter().sum(), per_ac_mbps, collisions, successes })
+}
+
+/// One reference case of ns-3's Bianchi tables (`src/wifi/examples/reference/`): saturation
+/// throughput of `n` stations, 1500-byte payloads, basic access, DCF, CWmax 1023, DIFS after a
+/// collision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BianchiCase {
+    pub phy: &'static str,
+    pub n: usize,
+    pub reference_mbps: f64,
+}
+
+/// The reference cases Cohort checks against.
+pub const BIANCHI_CASES: [BianchiCase; 8] = [
+    BianchiCase { phy: "11b-1", n: 5, reference_mbps: 0.8437 },
+    BianchiCase { phy: "11b-1", n: 10, reference_mbps: 0.7861 },
+    BianchiCase { phy: "11b-1", n: 20, reference_mbps: 0.7226 },
+    BianchiCase { phy: "11b-1", n: 50, reference_mbps: 0.6336 },
+    BianchiCase { phy: "11g-54", n: 5, reference_mbps: 29.8324 },
+    BianchiCase { phy: "11g-54", n: 10, reference_mbps: 28.1519 },
+    BianchiCase { phy: "11g-54", n: 20, reference_mbps: 26.2925 },
+    BianchiCase { phy: "11g-54", n: 50, reference_mbps: 23.5618 },
+];
+
+impl BianchiCase {
+    pub fn phy(&self) -> Phy {
+        if self.phy == "11b-1" { Phy::dsss(1.0) } else { Phy::erp_ofdm(54.0) }
+    }
+
+    /// Simulates the case for `duration`; returns the measured throughput in Mbit/s.
+    pub fn simulate(&self, duration: Duration, seed: u64) -> f64 {
+        let phy = self.phy();
+        // Bianchi's model retries a frame until it succeeds, and so do ns-3's reference runs.
+        let cfg = StationConfig { queue_depth: 4, retry_limit: u8::MAX, ..StationConfig::default() };
+        saturate(phy, EdcaParams::dcf(&phy), cfg, self.n, 1500, |_| Ac::Be, duration, seed)
+            .map_or(0.0, |s| s.total_mbps)
+    }
+
+    /// Bianchi's analytical saturation throughput (JSAC 2000, eqs. 7, 9 and 13, basic access),
+    /// with the same frame timing as the simulation: a second, independent check.
+    pub fn analytic(&self) -> f64 {
+        let phy = self.phy();
+        let dcf = EdcaParams::dcf(&phy)[0];
+        let w = f64::from(dcf.cw_min) + 1.0;
+        let m = ((f64::from(dcf.cw_max) + 1.0) / w).log2().round() as i32;
+        let n = self.n as f64;
+        let mut tau: f64 = 0.1;
+        for _ in 0..500 {
+            let p = 1.0 - (1.0 - tau).powf(n - 1.0);
+            let next = 2.0 * (1.0 - 2.0 * p) / ((1.0 - 2.0 * p) * (w + 1.0) + p * w * (1.0 - (2.0 * p).powi(m)));
+            tau = 0.5 * tau + 0.5 * next;
+        }
+        let ptr = 1.0 - (1.0 - tau).powf(n);
+        let ps = n * tau * (1.0 - tau).powf(n - 1.0) / ptr;
+        let data = phy.duration(1500 + super::phy::MAC_OVERHEAD_BYTES, phy.data_mbps).as_secs_f64();
+        let ts = data + phy.sifs.as_secs_f64() + phy.ack_duration().as_secs_f64() + phy.difs().as_secs_f64();
+        let tc = data + phy.difs().as_secs_f64();
+        let slot = phy.slot.as_secs_f64();
+        ps * ptr * 1500.0 * 8.0 / ((1.0 - ptr) * slot + ptr * ps * ts + ptr * (1.0 - ps) * tc) / 1e6
+    }
+}
