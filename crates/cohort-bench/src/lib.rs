@@ -8,5 +8,6 @@
 pub mod block;
 pub mod coding;
 pub mod lrt;
+pub mod medium;
 pub mod stats;
 pub mod timer;

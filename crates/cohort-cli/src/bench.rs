@@ -18,6 +18,24 @@ enum Which {
     Coding(CodingArgs),
     /// LRT vs seed 004's block-RLNC scheme over a simulated point-to-point link.
     Lrt(LrtArgs),
+    /// The 802.11 model against ns-3's Bianchi reference tables.
+    Bianchi {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+    },
+    /// The 802.11 model's speed and per-AC throughput on the edca_sat scenario.
+    Sim {
+        #[arg(long)]
+        json: bool,
+        #[arg(long, default_value_t = 5)]
+        stations: usize,
+        #[arg(long, default_value_t = 60.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Wake-up lateness of the runtime's timerfd timer vs thread::sleep and tokio's sleep.
     Timer {
         #[arg(long)]
@@ -119,6 +137,46 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
     match args.which {
         Which::Coding(a) => coding(&a),
         Which::Lrt(a) => lrt(&a),
+        Which::Bianchi { json, seed } => {
+            let r = cohort_bench::medium::bianchi(seed);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            } else {
+                for c in &r.cases {
+                    println!(
+                        "{:>6} n={:>2}: simulated {:>8.4} analytic {:>8.4} ns-3 {:>8.4} Mbit/s, error {:.2}%",
+                        c.phy,
+                        c.n,
+                        c.simulated_mbps,
+                        c.analytic_mbps,
+                        c.reference_mbps,
+                        c.rel_err * 100.0
+                    );
+                }
+                println!("max error {:.2}%", r.max_rel_err * 100.0);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Which::Sim { json, stations, seconds, seed } => {
+            if stations == 0 || stations > 1000 || !(seconds > 0.0 && seconds <= 3600.0) {
+                return Err(BenchError::Invalid("--stations 1..=1000 and --seconds in (0, 3600]".into()));
+            }
+            let r = cohort_bench::medium::sim(stations, seconds, seed);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            } else {
+                println!(
+                    "edca_sat n={}: {:.2} Mbit/s (BE {:.2}, VO {:.2}); {:.0} simulated s per wall s; 40 stations: {:.0}",
+                    r.stations,
+                    r.throughput_mbps,
+                    r.be_mbps,
+                    r.vo_mbps,
+                    r.sim_seconds_per_wall_second,
+                    r.stations_40_sim_seconds_per_wall_second
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Which::Timer { json, samples, interval_us } => {
             if samples == 0 || interval_us == 0 {
                 return Err(BenchError::Invalid("--samples and --interval-us must be positive".into()));

@@ -342,8 +342,7 @@ impl<H: Clone> Medium<H> {
     fn succeed(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
         let txop = self.edca[ac].txop;
         let mut at = t;
-        loop {
-            let Some(f) = self.stations[st].acs[ac].queue.front() else { break };
+        while let Some(f) = self.stations[st].acs[ac].queue.front() {
             let air = self.duration(st, f);
             let (dest, bytes) = (f.dest, f.bytes);
             match dest {

@@ -93,8 +93,10 @@ impl EdcaParams {
         [
             p(7, cw_min, cw_max, 0),
             p(3, cw_min, cw_max, 0),
-            p(2, (cw_min + 1) / 2 - 1, cw_min, txop_vi),
-            p(2, (cw_min + 1) / 4 - 1, (cw_min + 1) / 2 - 1, txop_vo),
+            // VI: (aCWmin+1)/2 - 1 .. aCWmin; VO: (aCWmin+1)/4 - 1 .. (aCWmin+1)/2 - 1, which for
+            // aCWmin = 2^k - 1 is aCWmin / 2 and aCWmin / 4.
+            p(2, cw_min / 2, cw_min, txop_vi),
+            p(2, cw_min / 4, cw_min / 2, txop_vo),
         ]
     }
 

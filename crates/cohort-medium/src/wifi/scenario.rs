@@ -16,25 +16,24 @@ pub struct Saturation {
     pub successes: u64,
 }
 
-/// `n` stations configured as `cfg`, each keeping its category's queue full of
-/// `payload`-byte unicast frames to the next station, for `duration` of simulated time.
-/// `ac_of(i)` picks station `i`'s category.
+/// `n` stations configured as `cfg`; each flow `(source, category, destination)` keeps its
+/// queue full of `payload`-byte unicast frames for `duration` of simulated time.
 #[allow(clippy::too_many_arguments)]
 pub fn saturate(
     phy: Phy,
     edca: [EdcaParams; 4],
     cfg: StationConfig,
     n: usize,
+    flows: &[(usize, Ac, usize)],
     payload: usize,
-    ac_of: impl Fn(usize) -> Ac,
     duration: Duration,
     seed: u64,
 ) -> Result<Saturation, super::MediumError> {
-    let mut m: Medium<()> = Medium::new(phy, edca, &vec![cfg; n], seed)?;
+    let mut m: Medium<usize> = Medium::new(phy, edca, &vec![cfg; n], seed)?;
     let end = Instant::ZERO + duration;
-    for st in 0..n {
+    for (i, &(src, ac, dst)) in flows.iter().enumerate() {
         for _ in 0..2 {
-            m.enqueue(Instant::ZERO, st, ac_of(st), Dest::Unicast((st + 1) % n), payload, ())?;
+            m.enqueue(Instant::ZERO, src, ac, Dest::Unicast(dst), payload, i)?;
         }
     }
     let mut bytes = [0u64; 4];
@@ -44,12 +43,14 @@ pub fn saturate(
         }
         m.handle_timeout(t);
         while let Some(ev) = m.poll_event(t) {
-            if let MediumEvent::Sent { station, ac, at, .. } | MediumEvent::Dropped { station, ac, at, .. } = ev {
-                if matches!(ev, MediumEvent::Sent { .. }) && at <= end {
-                    bytes[ac.index()] += payload as u64;
-                }
-                m.enqueue(t, station, ac, Dest::Unicast((station + 1) % n), payload, ())?;
+            let (MediumEvent::Sent { handle, .. } | MediumEvent::Dropped { handle, .. }) = ev else { continue };
+            let (src, ac, dst) = flows[handle];
+            if let MediumEvent::Sent { at, .. } = ev
+                && at <= end
+            {
+                bytes[ac.index()] += payload as u64;
             }
+            m.enqueue(t, src, ac, Dest::Unicast(dst), payload, handle)?;
         }
     }
     let secs = duration.as_secs_f64();
@@ -97,8 +98,8 @@ impl BianchiCase {
         let phy = self.phy();
         // Bianchi's model retries a frame until it succeeds, and so do ns-3's reference runs.
         let cfg = StationConfig { queue_depth: 4, retry_limit: u8::MAX, ..StationConfig::default() };
-        saturate(phy, EdcaParams::dcf(&phy), cfg, self.n, 1500, |_| Ac::Be, duration, seed)
-            .map_or(0.0, |s| s.total_mbps)
+        let flows: Vec<_> = (0..self.n).map(|i| (i, Ac::Be, (i + 1) % self.n)).collect();
+        saturate(phy, EdcaParams::dcf(&phy), cfg, self.n, &flows, 1500, duration, seed).map_or(0.0, |s| s.total_mbps)
     }
 
     /// Bianchi's analytical saturation throughput (JSAC 2000, eqs. 7, 9 and 13, basic access),
@@ -123,4 +124,18 @@ impl BianchiCase {
         let slot = phy.slot.as_secs_f64();
         ps * ptr * 1500.0 * 8.0 / ((1.0 - ptr) * slot + ptr * ps * ts + ptr * (1.0 - ps) * tc) / 1e6
     }
+}
+
+/// The `edca_sat` scenario of `../shared/reference/ns3/edca_sat.py`: stations 1..=n saturate
+/// station 0 with 1472-byte UDP payloads (1508-byte MSDUs with UDP, IPv4 and LLC/SNAP headers),
+/// every 4th station on AC_VO and the others on AC_BE, EDCA defaults, 802.11a at 54 Mbit/s with
+/// 24 Mbit/s control frames. Throughputs are UDP payload rates, as ns-3 reports them.
+pub fn edca_sat(n: usize, duration: Duration, seed: u64) -> Result<Saturation, super::MediumError> {
+    let phy = Phy::ofdm(54.0);
+    let flows: Vec<_> = (1..=n).map(|i| (i, if i % 4 == 0 { Ac::Vo } else { Ac::Be }, 0)).collect();
+    let cfg = StationConfig { queue_depth: 64, ..StationConfig::default() };
+    let s = saturate(phy, EdcaParams::defaults(&phy), cfg, n + 1, &flows, 1508, duration, seed)?;
+    let scale = 1472.0 / 1508.0;
+    let per_ac_mbps = s.per_ac_mbps.map(|x| x * scale);
+    Ok(Saturation { total_mbps: s.total_mbps * scale, per_ac_mbps, ..s })
 }
