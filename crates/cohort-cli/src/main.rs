@@ -5,6 +5,7 @@ mod demo;
 mod demo_lrt;
 mod lrt_cmd;
 mod python;
+mod sim_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -22,6 +23,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// The coded transport over real UDP: `cohort lrt recv --listen ADDR`, `cohort lrt send ADDR`.
     Lrt(lrt_cmd::LrtArgs),
+    /// Deterministic simulation: `cohort sim run SCENARIO --seed N` or `--seeds A..B`.
+    Sim(sim_cmd::SimArgs),
     /// Run a benchmark (baselines in the same run); `--json` prints the figures.
     Bench(bench::BenchArgs),
     /// Find, apply and roll back OS settings for co-located robot apps (Python `cohort.tune`).
@@ -41,6 +44,7 @@ fn main() -> ExitCode {
     let result: Result<ExitCode, Box<dyn std::error::Error>> = match cli.command {
         Command::Demo(a) => demo::run(&a).map_err(Into::into),
         Command::Lrt(a) => lrt_cmd::run(&a).map_err(Into::into),
+        Command::Sim(a) => sim_cmd::run(&a).map_err(Into::into),
         Command::Bench(a) => bench::run(a).map_err(Into::into),
         Command::Tune { args } => python::run_module("cohort.tune", &args).map_err(Into::into),
     };

@@ -259,6 +259,7 @@ struct TxCoder {
     last_progress: Instant,
     last_repair: Instant,
     seen: u64,
+    repairs_sent: u64,
 }
 
 impl TxCoder {
@@ -287,6 +288,8 @@ struct Sent {
     pn: u64,
     at: Instant,
     data_total: u64,
+    /// For a symbol packet: its coder, the coder's rank and the repairs it had sent.
+    coder: Option<(u16, u64, u64)>,
 }
 
 const SENT_LOG: usize = 1 << 14;
@@ -316,6 +319,8 @@ pub struct Connection {
     rtt: RttEstimator,
     sent: VecDeque<Sent>,
     data_total: u64,
+    /// The coder snapshot of the symbol `next_packet` just emitted, for the sent log.
+    emitted: Option<(u16, u64, u64)>,
     last_echo: Option<u64>,
     last_rx_data: u64,
     want_writable: bool,
@@ -360,6 +365,7 @@ impl Connection {
             rtt: RttEstimator::new(cfg.initial_rtt),
             sent: VecDeque::new(),
             data_total: 0,
+            emitted: None,
             last_echo: None,
             last_rx_data: 0,
             want_writable: false,

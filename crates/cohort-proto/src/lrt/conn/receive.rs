@@ -193,7 +193,20 @@ impl Connection {
         let Some(pos) = self.tx.iter().position(|c| c.id == a.coder) else {
             return;
         };
+        let then = self.sent.binary_search_by_key(&a.echo_pn, |s| s.pn).ok().and_then(|i| self.sent[i].coder);
+        let delivered_share = 1.0 - self.loss.loss();
         let c = &mut self.tx[pos];
+        // Rank-update ACKs drive repairs too (seed 004 §III-C): when the echoed packet left,
+        // the decoder should have seen `rank_then` symbols; what it lacks, less the repairs
+        // sent since (and expected to arrive), goes out now instead of at the next probe.
+        // This is what recovers a burst loss or a partition within a round trip.
+        if let Some((id, rank_then, repairs_then)) = then
+            && id == c.id
+        {
+            let in_flight = (c.repairs_sent - repairs_then) as f64 * delivered_share;
+            let deficit = rank_then.saturating_sub(u64::from(a.seen)) as f64 - in_flight;
+            c.credit = c.credit.max(deficit.floor());
+        }
         let rank = c.enc.rank();
         let seen = u64::from(a.seen).min(rank);
         let released = u64::from(a.released).min(rank);

@@ -37,7 +37,7 @@ impl Connection {
         if self.sent.len() >= SENT_LOG {
             self.sent.pop_front();
         }
-        self.sent.push_back(Sent { pn, at: now, data_total: self.data_total });
+        self.sent.push_back(Sent { pn, at: now, data_total: self.data_total, coder: self.emitted.take() });
         Some(len)
     }
 
@@ -131,6 +131,7 @@ impl Connection {
             last_progress: now,
             last_repair: now,
             seen: 0,
+            repairs_sent: 0,
         });
         self.next_coder = self.next_coder.wrapping_add(1);
         self.stats.coders_opened += 1;
@@ -154,6 +155,7 @@ impl Connection {
             c.credit += r;
             c.uncovered_since.get_or_insert(now);
             let header = SymbolRepr { coder: c.id, kind: SymbolKind::Source { index: index as u32 } };
+            self.emitted = Some((c.id, c.enc.rank(), c.repairs_sent));
             self.stats.source_sent += 1;
             if self.want_writable && self.divider.queued_bytes() < self.cfg.send_buffer_bytes / 2 {
                 self.want_writable = false;
@@ -195,6 +197,8 @@ impl Connection {
             c.credit = (c.credit - 1.0).max(-1.0);
             c.uncovered_since = None;
             c.last_repair = now;
+            c.repairs_sent += 1;
+            self.emitted = Some((c.id, c.enc.rank(), c.repairs_sent));
             self.stats.repair_sent += 1;
             match why {
                 RepairWhy::Credit => {}

@@ -1,0 +1,349 @@
+//! The simulation loop: LRT connections over a point-to-point network or a shared 802.11
+//! channel, with the scenario's faults, in virtual time.
+
+use crate::scenario::{Fault, Network, Scenario};
+use cohort_medium::link::{Duplex, Jitter, LinkParams, LossModel};
+use cohort_medium::wifi::{Ac, Dest, EdcaParams, Medium, MediumEvent, Phy, StationConfig};
+use cohort_proto::lrt::{Config, Connection};
+use cohort_time::Instant;
+use serde::Serialize;
+use std::io::Write;
+use std::time::Duration;
+
+/// Bytes each LRT packet carries besides itself on a real network: secure frame (34), UDP and
+/// IPv4 (28), and on Wi-Fi LLC/SNAP (8).
+const FRAME_UDP_IP: usize = 34 + 28;
+const LLC: usize = 8;
+
+/// What happened to one flow.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FlowResult {
+    pub sent: u64,
+    pub delivered: u64,
+    pub in_order: bool,
+    pub duplicates: u64,
+    pub corrupted: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// The result of one seeded run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outcome {
+    pub scenario: String,
+    pub seed: u64,
+    /// FNV-1a over every packet sent and message delivered, with times: the run's fingerprint.
+    pub trace_hash: String,
+    pub flows: Vec<FlowResult>,
+    /// Broken invariants (exactly once, in order, byte-identical, everything delivered).
+    pub violations: Vec<String>,
+    pub packets: u64,
+    pub packets_dropped_by_faults: u64,
+    pub simulated_s: f64,
+}
+
+impl Outcome {
+    pub fn ok(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Packet {
+    flow: usize,
+    to_server: bool,
+    pn: u64,
+    bytes: Vec<u8>,
+}
+
+enum Net {
+    P2p(Vec<Duplex<Packet>>),
+    Wifi(Box<Medium<Packet>>),
+}
+
+struct Hash(u64);
+
+impl Hash {
+    fn feed(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
+
+fn message(flow: usize, seq: u64, size: usize) -> Vec<u8> {
+    let mut m = vec![0u8; size];
+    m[..4].copy_from_slice(&(flow as u32).to_be_bytes());
+    m[4..12].copy_from_slice(&seq.to_be_bytes());
+    for (k, b) in m.iter_mut().enumerate().skip(12) {
+        *b = (seq as usize).wrapping_mul(131).wrapping_add(k ^ flow) as u8;
+    }
+    m
+}
+
+fn network(s: &Scenario, seed: u64) -> Net {
+    match &s.network {
+        Network::P2p { owd_ms, rate_mbps, loss, ge_p_gb, ge_p_bg, jitter_ms, duplicate } => {
+            let loss = match (ge_p_gb, ge_p_bg) {
+                (Some(gb), Some(bg)) => {
+                    LossModel::GilbertElliott { p_gb: *gb, p_bg: *bg, loss_good: 0.0, loss_bad: *loss }
+                }
+                _ => LossModel::Iid { p: *loss },
+            };
+            let jitter = if *jitter_ms > 0.0 {
+                Jitter::Uniform { max: Duration::from_secs_f64(jitter_ms / 1000.0) }
+            } else {
+                Jitter::None
+            };
+            let p = LinkParams {
+                loss,
+                jitter,
+                duplicate: *duplicate,
+                ..LinkParams::clean(Duration::from_secs_f64(owd_ms / 1000.0), (rate_mbps * 1e6) as u64)
+            };
+            let links = (0..s.flows.len())
+                .map(|i| Duplex::new(p, p, seed.wrapping_mul(1000).wrapping_add(i as u64)).expect("validated scenario"))
+                .collect();
+            Net::P2p(links)
+        }
+        Network::Wifi { phy, data_mbps, queue_depth, fer } => {
+            let phy = match phy.as_str() {
+                "b" => Phy::dsss(*data_mbps),
+                "g" => Phy::erp_ofdm(*data_mbps),
+                "n" => Phy::ht(*data_mbps),
+                "ac" => Phy::vht(*data_mbps),
+                _ => Phy::ofdm(*data_mbps),
+            };
+            let st = StationConfig { queue_depth: *queue_depth, fer: *fer, ..StationConfig::default() };
+            let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; s.nodes], seed).expect("validated scenario");
+            Net::Wifi(Box::new(m))
+        }
+    }
+}
+
+/// Node-local time under clock drift.
+fn local(t: Instant, ppm: f64) -> Instant {
+    Instant::from_nanos((t.as_nanos() as f64 * (1.0 + ppm * 1e-6)) as u64)
+}
+
+fn global(t: Instant, ppm: f64) -> Instant {
+    Instant::from_nanos((t.as_nanos() as f64 / (1.0 + ppm * 1e-6)).ceil() as u64)
+}
+
+/// Runs scenario `s` with `seed`; writes a JSON line per trace record to `trace` if given.
+pub fn run(s: &Scenario, seed: u64, mut trace: Option<&mut dyn Write>) -> Outcome {
+    let mut net = network(s, seed);
+    let mut drift = vec![0.0f64; s.nodes];
+    for f in &s.faults {
+        if let Fault::Drift { node, ppm } = *f {
+            drift[node] = ppm;
+        }
+    }
+    let cfg = Config::default();
+    let mut ends: Vec<(Connection, Connection)> = (0..s.flows.len())
+        .map(|i| {
+            let c = Connection::connect(cfg.clone(), i as u64 + 1, Instant::ZERO).expect("default config is valid");
+            (c, Connection::accept(cfg.clone(), Instant::ZERO).expect("default config is valid"))
+        })
+        .collect();
+    let mut pns = vec![(0u64, 0u64); s.flows.len()];
+    let mut next_msg = vec![0u64; s.flows.len()];
+    let mut got: Vec<Vec<(u64, Instant)>> = vec![vec![]; s.flows.len()];
+    let mut out = Outcome {
+        scenario: s.name.clone(),
+        seed,
+        trace_hash: String::new(),
+        flows: vec![],
+        violations: vec![],
+        packets: 0,
+        packets_dropped_by_faults: 0,
+        simulated_s: 0.0,
+    };
+    let mut hash = Hash(0xcbf2_9ce4_8422_2325);
+    let mut rng_state = seed ^ 0x9E37_79B9_7F4A_7C15;
+    let mut rand01 = move || {
+        rng_state ^= rng_state << 13;
+        rng_state ^= rng_state >> 7;
+        rng_state ^= rng_state << 17;
+        (rng_state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let interval = |f: usize| Duration::from_secs_f64(s.flows[f].interval_ms / 1000.0);
+    let send_at = |f: usize, i: u64| Instant::from_millis(200) + interval(f).mul_f64(i as f64);
+    let hard_end = Instant::ZERO + Duration::from_secs_f64(s.duration_s + s.drain_s);
+    let mut now = Instant::ZERO;
+    let mut plain = vec![0u8; 70_000];
+    let record = |hash: &mut Hash, trace: &mut Option<&mut dyn Write>, line: String| {
+        hash.feed(line.as_bytes());
+        if let Some(w) = trace.as_deref_mut() {
+            let _ = writeln!(w, "{line}");
+        }
+    };
+    loop {
+        // 1. Applications.
+        for (f, flow) in s.flows.iter().enumerate() {
+            while next_msg[f] < flow.count
+                && send_at(f, next_msg[f]) <= now
+                && send_at(f, next_msg[f]).since_epoch().as_secs_f64() < s.duration_s + 0.2
+            {
+                let _ = ends[f].0.send(&message(f, next_msg[f], flow.size));
+                next_msg[f] += 1;
+            }
+        }
+        // 2. The network delivers.
+        let mut arrivals: Vec<Packet> = vec![];
+        match &mut net {
+            Net::P2p(links) => {
+                for d in links.iter_mut() {
+                    while let Some(p) = d.up.pop_due(now) {
+                        arrivals.push(p);
+                    }
+                    while let Some(p) = d.down.pop_due(now) {
+                        arrivals.push(p);
+                    }
+                }
+            }
+            Net::Wifi(m) => {
+                m.handle_timeout(now);
+                while let Some(ev) = m.poll_event(now) {
+                    if let MediumEvent::Delivered { handle, .. } = ev {
+                        arrivals.push(handle);
+                    }
+                }
+            }
+        }
+        for p in arrivals {
+            let flow = &s.flows[p.flow];
+            let secs = now.since_epoch().as_secs_f64();
+            let cut = s.faults.iter().any(|fault| match *fault {
+                Fault::Partition { at_s, until_s, a, b } => {
+                    (at_s..until_s).contains(&secs)
+                        && ((a == flow.from && b == flow.to) || (a == flow.to && b == flow.from))
+                }
+                Fault::Loss { at_s, until_s, p } => (at_s..until_s).contains(&secs) && rand01() < p,
+                Fault::Drift { .. } => false,
+            });
+            if cut {
+                out.packets_dropped_by_faults += 1;
+                continue;
+            }
+            let (node, conn) =
+                if p.to_server { (flow.to, &mut ends[p.flow].1) } else { (flow.from, &mut ends[p.flow].0) };
+            conn.handle_packet(local(now, drift[node]), p.pn, &p.bytes);
+        }
+        // 3. Endpoints run their timers and transmit.
+        for (f, flow) in s.flows.iter().enumerate() {
+            for to_server in [true, false] {
+                let (node, peer) = if to_server { (flow.from, flow.to) } else { (flow.to, flow.from) };
+                let conn = if to_server { &mut ends[f].0 } else { &mut ends[f].1 };
+                let t = local(now, drift[node]);
+                conn.handle_timeout(t);
+                loop {
+                    let pn = if to_server { &mut pns[f].0 } else { &mut pns[f].1 };
+                    let Some(n) = conn.poll_transmit(t, *pn, &mut plain) else { break };
+                    let pkt = Packet { flow: f, to_server, pn: *pn, bytes: plain[..n].to_vec() };
+                    *pn += 1;
+                    out.packets += 1;
+                    record(
+                        &mut hash,
+                        &mut trace,
+                        format!("{{\"t\":{},\"send\":{f},\"up\":{to_server},\"len\":{n}}}", now.as_nanos()),
+                    );
+                    match &mut net {
+                        Net::P2p(links) => {
+                            let link = if to_server { &mut links[f].up } else { &mut links[f].down };
+                            link.send(now, n + FRAME_UDP_IP, pkt);
+                        }
+                        Net::Wifi(m) => {
+                            let ac = Ac::from_dscp(flow.dscp);
+                            // A full hardware queue drops the frame (counted by the medium).
+                            let _ = m.enqueue(now, node, ac, Dest::Unicast(peer), n + FRAME_UDP_IP + LLC, pkt);
+                        }
+                    }
+                }
+            }
+            // 4. The receiving application.
+            while let Ok(Some(m)) = ends[f].1.recv() {
+                let seq = m.get(4..12).map_or(u64::MAX, |b| u64::from_be_bytes(b.try_into().unwrap_or([0xFF; 8])));
+                let intact = seq < flow.count && m == message(f, seq, flow.size);
+                record(
+                    &mut hash,
+                    &mut trace,
+                    format!("{{\"t\":{},\"deliver\":{f},\"seq\":{seq},\"intact\":{intact}}}", now.as_nanos()),
+                );
+                got[f].push((if intact { seq } else { u64::MAX }, now));
+            }
+        }
+        let done = s.flows.iter().enumerate().all(|(f, fl)| got[f].len() as u64 >= fl.count);
+        if done {
+            break;
+        }
+        // 5. Jump to the next event.
+        let mut next: Vec<Instant> = vec![];
+        for (f, fl) in s.flows.iter().enumerate() {
+            if next_msg[f] < fl.count && send_at(f, next_msg[f]).since_epoch().as_secs_f64() < s.duration_s + 0.2 {
+                next.push(send_at(f, next_msg[f]));
+            }
+            next.extend(ends[f].0.poll_timeout().map(|t| global(t, drift[fl.from])));
+            next.extend(ends[f].1.poll_timeout().map(|t| global(t, drift[fl.to])));
+        }
+        match &net {
+            Net::P2p(links) => {
+                links.iter().for_each(|d| next.extend(d.up.next_at().into_iter().chain(d.down.next_at())))
+            }
+            Net::Wifi(m) => next.extend(m.poll_timeout()),
+        }
+        // A drifting node's timeout can round to just before `now`: always move forward.
+        let Some(t) = next.into_iter().min() else { break };
+        now = t.max(now + Duration::from_nanos(1));
+        if now > hard_end {
+            break;
+        }
+    }
+    out.simulated_s = now.since_epoch().as_secs_f64();
+    for (f, fl) in s.flows.iter().enumerate() {
+        let mut r = FlowResult { sent: next_msg[f], in_order: true, ..Default::default() };
+        let mut seen = vec![false; fl.count as usize];
+        let mut expect = 0;
+        let mut delays = vec![];
+        for &(seq, at) in &got[f] {
+            if seq == u64::MAX {
+                r.corrupted += 1;
+                continue;
+            }
+            if seen[seq as usize] {
+                r.duplicates += 1;
+                continue;
+            }
+            seen[seq as usize] = true;
+            r.delivered += 1;
+            r.in_order &= seq == expect;
+            expect = seq + 1;
+            delays.push((at - send_at(f, seq)).as_secs_f64() * 1000.0);
+        }
+        delays.sort_by(f64::total_cmp);
+        let q = |x: f64| {
+            delays.get(((delays.len() as f64 * x) as usize).min(delays.len().saturating_sub(1))).copied().unwrap_or(0.0)
+        };
+        (r.p50_ms, r.p99_ms, r.max_ms) = (q(0.5), q(0.99), delays.last().copied().unwrap_or(0.0));
+        if r.corrupted > 0 {
+            out.violations.push(format!("flow {f}: {} messages corrupted", r.corrupted));
+        }
+        if r.duplicates > 0 {
+            out.violations.push(format!("flow {f}: {} messages delivered twice", r.duplicates));
+        }
+        if !r.in_order {
+            out.violations.push(format!("flow {f}: messages out of order"));
+        }
+        if r.delivered < r.sent {
+            out.violations.push(format!(
+                "flow {f}: {} of {} messages delivered by {:.1} s",
+                r.delivered, r.sent, out.simulated_s
+            ));
+        }
+        out.flows.push(r);
+    }
+    out.trace_hash = format!("{:016x}", hash.0);
+    out
+}
