@@ -66,6 +66,11 @@ pub struct SimReport {
     /// The same scenario with 40 stations (seed 000's largest team).
     pub stations_40_sim_seconds_per_wall_second: f64,
     pub ns3_reference: &'static str,
+    /// ns-3 3.44 on the same scenario (N=5, 10 s, seed 1), measured on this machine with
+    /// `scripts/ns3_edca_sat.sh 5 10`; compare per category.
+    pub ns3_total_mbps: f64,
+    pub ns3_be_mbps: f64,
+    pub ns3_vo_mbps: f64,
     pub note: &'static str,
     pub command: String,
 }
@@ -90,8 +95,11 @@ pub fn sim(n: usize, secs: f64, seed: u64) -> SimReport {
         be_mbps: round(r.per_ac_mbps[1], 2),
         vo_mbps: round(r.per_ac_mbps[3], 2),
         stations_40_sim_seconds_per_wall_second: round(5.0 / wall40.max(1e-9), 1),
-        ns3_reference: "ns-3 3.44 on this machine, N=5: 34.98 Mbit/s in total at 2.4 simulated s per wall s (issue 4)",
-        note: "the medium model driven alone; the discrete-event simulator that hosts protocol machines on it is not built yet",
+        ns3_reference: "ns-3 3.44 (PyPI ns3==3.44.post0), edca_sat.py 5 10 a on this machine: 0.61 simulated s per wall s",
+        ns3_total_mbps: 34.98,
+        ns3_be_mbps: 1.26,
+        ns3_vo_mbps: 33.71,
+        note: "the 802.11 model driven alone by saturated sources; `cohort sim run` hosts LRT connections on it",
         command: format!("cohort bench sim --json --stations {n} --seconds {secs} --seed {seed}"),
     }
 }
