@@ -19,13 +19,44 @@ pub struct StationConfig {
     pub fer: f64,
     /// Transmission attempts after the first before a unicast frame is dropped.
     pub retry_limit: u8,
+    /// Unicast frames longer than this (MSDU bytes) are preceded by RTS/CTS; `None`: never.
+    pub rts_threshold: Option<usize>,
+    /// A-MPDU limits per access category (indexed by [`Ac`]); one frame means no aggregation.
+    pub ampdu: [AmpduLimit; 4],
+}
+
+/// How many frames, and bytes, one A-MPDU of an access category may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AmpduLimit {
+    pub max_frames: u16,
+    pub max_bytes: u32,
+}
+
+impl AmpduLimit {
+    /// No aggregation.
+    pub const OFF: AmpduLimit = AmpduLimit { max_frames: 1, max_bytes: 65_535 };
+    /// 802.11n/ac-like: up to 64 MPDUs and 65 535 bytes.
+    pub const HT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 65_535 };
 }
 
 impl Default for StationConfig {
     fn default() -> Self {
-        StationConfig { queue_depth: 64, data_mbps: None, fer: 0.0, retry_limit: 7 }
+        StationConfig {
+            queue_depth: 64,
+            data_mbps: None,
+            fer: 0.0,
+            retry_limit: 7,
+            rts_threshold: None,
+            ampdu: [AmpduLimit::OFF; 4],
+        }
     }
 }
+
+/// Control frame lengths: RTS 20, CTS 14, BlockAck (compressed) 32 bytes; per-MPDU delimiter 4.
+const RTS_BYTES: usize = 20;
+const CTS_BYTES: usize = 14;
+const BLOCK_ACK_BYTES: usize = 32;
+const MPDU_DELIMITER: usize = 4;
 
 /// Where a frame goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -134,6 +165,8 @@ pub struct Medium<H> {
     busy_until: Instant,
     pending: VecDeque<(Instant, MediumEvent<H>)>,
     airtime_busy: Duration,
+    propagation: Duration,
+    eifs: bool,
 }
 
 impl<H: Clone> Medium<H> {
@@ -173,7 +206,24 @@ impl<H: Clone> Medium<H> {
             busy_until: Instant::ZERO,
             pending: VecDeque::new(),
             airtime_busy: Duration::ZERO,
+            propagation: Duration::ZERO,
+            eifs: false,
         })
+    }
+
+    /// Adds a propagation delay to every delivery (carrier sense stays instantaneous: stations
+    /// are assumed close compared with a slot, 9 µs ≈ 2.7 km).
+    pub fn with_propagation(mut self, d: Duration) -> Self {
+        self.propagation = d;
+        self
+    }
+
+    /// After a collision, make every station wait EIFS (SIFS + ACK time + AIFS) instead of
+    /// AIFS, as 802.11 prescribes after a frame that was received in error. Off by default,
+    /// matching Bianchi's "DIFS" model and ns-3's reference tables.
+    pub fn with_eifs(mut self, on: bool) -> Self {
+        self.eifs = on;
+        self
     }
 
     pub fn phy(&self) -> &Phy {
@@ -276,6 +326,40 @@ impl<H: Clone> Medium<H> {
         }
     }
 
+    /// What goes on the air first when `(st, ac)` wins access: the RTS, or the frame (or
+    /// aggregate) itself.
+    fn first_air(&self, st: usize, ac: usize) -> Duration {
+        let q = &self.stations[st].acs[ac].queue;
+        let Some(f) = q.front() else { return Duration::ZERO };
+        if self.uses_rts(st, f) { self.phy.duration(RTS_BYTES, self.phy.basic_mbps) } else { self.aggregate(st, ac).1 }
+    }
+
+    fn uses_rts(&self, st: usize, f: &Frame<H>) -> bool {
+        matches!(f.dest, Dest::Unicast(_)) && self.stations[st].cfg.rts_threshold.is_some_and(|t| f.bytes > t)
+    }
+
+    /// How many frames from the queue front go in the next PPDU, and its air time: unicast
+    /// frames to the same station within the A-MPDU limits, or just the front frame.
+    fn aggregate(&self, st: usize, ac: usize) -> (usize, Duration) {
+        let q = &self.stations[st].acs[ac].queue;
+        let Some(first) = q.front() else { return (0, Duration::ZERO) };
+        let limit = self.stations[st].cfg.ampdu[ac];
+        if first.dest == Dest::Broadcast || limit.max_frames <= 1 {
+            return (1, self.duration(st, first));
+        }
+        let (mut k, mut bytes) = (0usize, 0usize);
+        for f in q.iter().take(usize::from(limit.max_frames)) {
+            let b = f.bytes + MAC_OVERHEAD_BYTES + MPDU_DELIMITER;
+            if f.dest != first.dest || (k > 0 && bytes + b > limit.max_bytes as usize) {
+                break;
+            }
+            k += 1;
+            bytes += b;
+        }
+        let rate = self.stations[st].cfg.data_mbps.unwrap_or(self.phy.data_mbps);
+        (k, self.phy.duration(bytes, rate))
+    }
+
     fn duration(&self, st: usize, f: &Frame<H>) -> Duration {
         let rate = match f.dest {
             Dest::Broadcast => self.phy.basic_mbps,
@@ -299,14 +383,20 @@ impl<H: Clone> Medium<H> {
         let started: Vec<(usize, usize)> = on_air.iter().chain(&internal).copied().collect();
         let collided = on_air.len() > 1;
         let mut end = t;
-        for &(st, ac) in &on_air {
-            let f = self.stations[st].acs[ac].queue.front().expect("contending queues are non-empty");
-            let air = self.duration(st, f);
-            self.stations[st].acs[ac].stats.attempts += 1;
-            self.stations[st].acs[ac].stats.airtime += air;
-            end = end.max(t + air);
+        if collided {
+            // Everyone's first transmission (RTS, frame or aggregate) is lost; `succeed`
+            // accounts for a lone winner's exchanges itself.
+            for &(st, ac) in &on_air {
+                let air = self.first_air(st, ac);
+                self.stations[st].acs[ac].stats.attempts += 1;
+                self.stations[st].acs[ac].stats.airtime += air;
+                end = end.max(t + air);
+            }
         }
         let mut busy_end = end;
+        if collided && self.eifs {
+            busy_end = end + self.phy.sifs + self.phy.ack_duration();
+        }
         if collided {
             for &(st, ac) in &on_air {
                 self.failed(st, ac, t, end);
@@ -337,55 +427,84 @@ impl<H: Clone> Medium<H> {
         self.busy_until = self.busy_until.max(busy_end);
     }
 
-    /// A frame exchange that worked on the air (it may still fail by the receiver's FER).
+    /// A frame exchange that worked on the air (frames may still fail by the receiver's FER).
     /// Returns when the medium is free again.
     fn succeed(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
         let txop = self.edca[ac].txop;
         let mut at = t;
         while let Some(f) = self.stations[st].acs[ac].queue.front() {
-            let air = self.duration(st, f);
-            let (dest, bytes) = (f.dest, f.bytes);
+            let (dest, rts) = (f.dest, self.uses_rts(st, f));
+            let (k, air) = self.aggregate(st, ac);
+            self.stations[st].acs[ac].stats.attempts += 1;
+            self.stations[st].acs[ac].stats.airtime += air;
+            if rts {
+                // RTS, SIFS, CTS, SIFS, then the data.
+                let basic = self.phy.basic_mbps;
+                at += self.phy.duration(RTS_BYTES, basic)
+                    + self.phy.sifs
+                    + self.phy.duration(CTS_BYTES, basic)
+                    + self.phy.sifs;
+            }
+            let end = at + air;
+            let arrive = end + self.propagation;
             match dest {
                 Dest::Broadcast => {
                     let f = self.stations[st].acs[ac].queue.pop_front().expect("front checked");
-                    let end = at + air;
                     for to in (0..self.stations.len()).filter(|&to| to != st) {
                         if !self.rng.random_bool(self.stations[to].cfg.fer) {
-                            self.pending.push_back((
-                                end,
-                                MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: end },
-                            ));
+                            let ev = MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive };
+                            self.pending.push_back((arrive, ev));
                         }
                     }
-                    self.done(st, ac, f.handle, end, bytes);
+                    self.done(st, ac, f.handle, end, f.bytes);
                     at = end;
                 }
                 Dest::Unicast(to) => {
-                    if self.rng.random_bool(self.stations[to].cfg.fer) {
-                        // Corrupted: no ACK; the sender times out and backs off.
-                        let end = at + air;
+                    let fer = self.stations[to].cfg.fer;
+                    let ok: Vec<bool> = (0..k).map(|_| !self.rng.random_bool(fer)).collect();
+                    let response = if k > 1 {
+                        self.phy.duration(BLOCK_ACK_BYTES, self.phy.basic_mbps)
+                    } else {
+                        self.phy.ack_duration()
+                    };
+                    if !ok.iter().any(|&o| o) {
+                        // Nothing got through: no (block) ACK; the sender times out and backs off.
                         self.failed(st, ac, at, end);
-                        return end + self.phy.sifs + self.phy.ack_duration();
+                        return end + self.phy.sifs + response;
                     }
-                    let f = self.stations[st].acs[ac].queue.pop_front().expect("front checked");
-                    let end = at + air;
-                    self.pending
-                        .push_back((end, MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: end }));
-                    at = end + self.phy.sifs + self.phy.ack_duration();
-                    self.done(st, ac, f.handle, at, bytes);
+                    at = end + self.phy.sifs + response;
+                    // Delivered subframes leave the queue; lost ones stay at the front, in order,
+                    // and count one more attempt for the head.
+                    let mut kept = VecDeque::new();
+                    for good in ok.iter().copied() {
+                        let f = self.stations[st].acs[ac].queue.pop_front().expect("aggregate frames are queued");
+                        if good {
+                            self.pending.push_back((
+                                arrive,
+                                MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive },
+                            ));
+                            self.done(st, ac, f.handle, at, f.bytes);
+                        } else {
+                            kept.push_back(f);
+                        }
+                    }
+                    let retry = !kept.is_empty();
+                    while let Some(f) = kept.pop_back() {
+                        self.stations[st].acs[ac].queue.push_front(f);
+                    }
+                    if retry {
+                        self.failed(st, ac, at, at);
+                        return at;
+                    }
                 }
             }
-            // Within a TXOP, the next frame of the same category follows after SIFS if the
-            // whole exchange still fits.
-            let next = self.stations[st].acs[ac].queue.front().map(|f| self.duration(st, f));
-            match next {
-                Some(d) if !txop.is_zero() && (at + self.phy.sifs + d) - t <= txop => {
-                    self.stations[st].acs[ac].stats.attempts += 1;
-                    self.stations[st].acs[ac].stats.airtime += d;
-                    at += self.phy.sifs;
-                }
-                _ => break,
+            // Within a TXOP, the next exchange of the same category follows after SIFS if it
+            // still fits.
+            let next = self.aggregate(st, ac).1;
+            if txop.is_zero() || next.is_zero() || (at + self.phy.sifs + next) - t > txop {
+                break;
             }
+            at += self.phy.sifs;
         }
         if !self.stations[st].acs[ac].queue.is_empty() {
             self.draw_backoff(st, ac);

@@ -12,16 +12,19 @@
 //! frames go at the basic rate, unacknowledged, never retried. A won TXOP lets the winner send
 //! further frames of the same category after SIFS while they fit in the TXOP limit.
 //!
-//! Not modelled yet: A-MPDU aggregation and block ack, RTS/CTS, EIFS after a collision
-//! (collisions are followed by AIFS, the "DIFS" variant of Bianchi's model), propagation delay
-//! beyond what the caller adds, and hidden stations (every station hears every other).
+//! Options per station: RTS/CTS above a size threshold (a collision then costs only the RTS),
+//! A-MPDU aggregation with per-category limits (one PPDU, per-subframe errors, a block ack;
+//! lost subframes are retried, delivered ones may arrive before them), and on the channel a
+//! propagation delay and EIFS after collisions (off by default: Bianchi's "DIFS" model).
+//!
+//! Not modelled: hidden stations (every station hears every other), capture, rate adaptation.
 
 pub mod phy;
 
 mod medium;
 pub mod scenario;
 
-pub use medium::{AcStats, Dest, DropReason, Medium, MediumError, MediumEvent, StationConfig};
+pub use medium::{AcStats, AmpduLimit, Dest, DropReason, Medium, MediumError, MediumEvent, StationConfig};
 pub use phy::{Phy, PhyKind};
 
 use std::time::Duration;
