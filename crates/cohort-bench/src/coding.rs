@@ -14,8 +14,8 @@ use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-/// What to run.
-#[derive(Debug, Clone)]
+/// What to run (reported back in the JSON as `params`).
+#[derive(Debug, Clone, Serialize)]
 pub struct CodingParams {
     pub symbol_size: usize,
     pub window: usize,
@@ -27,7 +27,13 @@ pub struct CodingParams {
     /// Source symbols in the stream.
     pub symbols: u64,
     pub seed: u64,
+    /// Minimum measuring time per figure; one warm-up repetition precedes it.
+    #[serde(rename = "min_time_ms", serialize_with = "millis")]
     pub min_time: Duration,
+}
+
+fn millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u128(d.as_millis())
 }
 
 impl Default for CodingParams {
@@ -63,7 +69,7 @@ pub struct CodingReport {
     pub block_decode_gbps_k64: f64,
     pub block_decode_vs_rlnc_ratio: f64,
     pub stream: StreamFigures,
-    pub params: ParamsOut,
+    pub params: CodingParams,
     pub command: String,
 }
 
@@ -82,19 +88,6 @@ pub struct StreamFigures {
     pub sources_lost: u64,
     pub recovered: u64,
     pub released_in_order: u64,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ParamsOut {
-    pub symbol_size: usize,
-    pub window: usize,
-    pub loss: f64,
-    pub repair_every: u64,
-    pub ack_lag: usize,
-    pub symbols: u64,
-    pub seed: u64,
-    pub min_time_ms: u64,
-    pub warmup_reps: u32,
 }
 
 fn random_bytes(rng: &mut ChaCha8Rng, n: usize) -> Vec<u8> {
@@ -333,17 +326,7 @@ pub fn run(p: &CodingParams) -> CodingReport {
         block_decode_gbps_k64: round(block, 3),
         block_decode_vs_rlnc_ratio: round(block / rlnc.max(1e-9), 2),
         stream: trace.stream,
-        params: ParamsOut {
-            symbol_size: p.symbol_size,
-            window: p.window,
-            loss: p.loss,
-            repair_every: p.repair_every,
-            ack_lag: p.ack_lag,
-            symbols: p.symbols,
-            seed: p.seed,
-            min_time_ms: p.min_time.as_millis() as u64,
-            warmup_reps: 1,
-        },
+        params: p.clone(),
         command: format!("cohort bench coding --json --seed {}", p.seed),
     }
 }
