@@ -45,12 +45,6 @@ enum Which {
         #[arg(long, default_value_t = 500)]
         interval_us: u64,
     },
-    /// Default vs tuned OS configuration (Python `cohort.tune bench`).
-    #[command(disable_help_flag = true)]
-    Tune {
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
 }
 
 #[derive(Debug, Args)]
@@ -196,11 +190,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
                 }
             }
             Ok(ExitCode::SUCCESS)
-        }
-        Which::Tune { args } => {
-            let mut full = vec!["bench".to_string()];
-            full.extend(args);
-            Ok(python::run_module("cohort.tune", &full)?)
         }
     }
 }

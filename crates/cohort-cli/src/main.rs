@@ -27,13 +27,6 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a benchmark (baselines in the same run); `--json` prints the figures.
     Bench(bench::BenchArgs),
-    /// Find, apply and roll back OS settings for co-located robot apps (Python `cohort.tune`).
-    #[command(disable_help_flag = true)]
-    Tune {
-        /// Arguments passed to `python3 -m cohort.tune`.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
-    },
 }
 
 fn main() -> ExitCode {
@@ -46,7 +39,6 @@ fn main() -> ExitCode {
         Command::Lrt(a) => lrt_cmd::run(&a).map_err(Into::into),
         Command::Sim(a) => sim_cmd::run(&a).map_err(Into::into),
         Command::Bench(a) => bench::run(a).map_err(Into::into),
-        Command::Tune { args } => python::run_module("cohort.tune", &args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,
