@@ -25,6 +25,30 @@ mod neon;
 use std::fmt;
 use std::sync::OnceLock;
 
+/// Calls kernel `$op` of the instruction set `$kind` names with `$args`, or runs `$fallback`
+/// for the scalar kernel (and for any kind this target cannot have).
+macro_rules! dispatch {
+    ($kind:expr, $op:ident, ($($arg:expr),*), $fallback:expr) => {
+        // SAFETY (every arm): a `Kernel` is only ever built from run-time detection of the
+        // features its kind needs, and callers checked the slice lengths.
+        match $kind {
+            #[cfg(target_arch = "x86_64")]
+            KernelKind::Ssse3 => unsafe { x86::ssse3::$op($($arg),*) },
+            #[cfg(target_arch = "x86_64")]
+            KernelKind::Avx2 => unsafe { x86::avx2::$op($($arg),*) },
+            #[cfg(target_arch = "x86_64")]
+            KernelKind::Avx512 => unsafe { x86::avx512::$op($($arg),*) },
+            #[cfg(target_arch = "x86_64")]
+            KernelKind::GfniAvx2 => unsafe { x86::gfni256::$op($($arg),*) },
+            #[cfg(target_arch = "x86_64")]
+            KernelKind::GfniAvx512 => unsafe { x86::gfni512::$op($($arg),*) },
+            #[cfg(target_arch = "aarch64")]
+            KernelKind::Neon => unsafe { neon::$op($($arg),*) },
+            _ => $fallback,
+        }
+    };
+}
+
 /// `a * b`.
 #[inline]
 pub fn mul(a: u8, b: u8) -> u8 {
@@ -153,22 +177,7 @@ impl Kernel {
         match c {
             0 => {}
             1 => scalar::xor(dst, src),
-            // SAFETY (all arms): `self` was built from run-time detection of these features.
-            _ => match self.0 {
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::Ssse3 => unsafe { x86::axpy_ssse3(dst, c, src) },
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::Avx2 => unsafe { x86::axpy_avx2(dst, c, src) },
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::Avx512 => unsafe { x86::axpy_avx512(dst, c, src) },
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::GfniAvx2 => unsafe { x86::axpy_gfni256(dst, c, src) },
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::GfniAvx512 => unsafe { x86::axpy_gfni512(dst, c, src) },
-                #[cfg(target_arch = "aarch64")]
-                KernelKind::Neon => unsafe { neon::axpy_neon(dst, c, src) },
-                _ => scalar::axpy(dst, c, src),
-            },
+            _ => dispatch!(self.0, axpy, (dst, c, src), scalar::axpy(dst, c, src)),
         }
     }
 
@@ -177,22 +186,7 @@ impl Kernel {
         match c {
             0 => buf.fill(0),
             1 => {}
-            // SAFETY (all arms): `self` was built from run-time detection of these features.
-            _ => match self.0 {
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::Ssse3 => unsafe { x86::scale_ssse3(buf, c) },
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::Avx2 => unsafe { x86::scale_avx2(buf, c) },
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::Avx512 => unsafe { x86::scale_avx512(buf, c) },
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::GfniAvx2 => unsafe { x86::scale_gfni256(buf, c) },
-                #[cfg(target_arch = "x86_64")]
-                KernelKind::GfniAvx512 => unsafe { x86::scale_gfni512(buf, c) },
-                #[cfg(target_arch = "aarch64")]
-                KernelKind::Neon => unsafe { neon::scale_neon(buf, c) },
-                _ => scalar::scale(buf, c),
-            },
+            _ => dispatch!(self.0, scale, (buf, c), scalar::scale(buf, c)),
         }
     }
 
@@ -212,26 +206,11 @@ impl Kernel {
             }
             return;
         }
-        // SAFETY (all arms): `self` was built from run-time detection; lengths checked above.
-        match self.0 {
-            #[cfg(target_arch = "x86_64")]
-            KernelKind::Ssse3 => unsafe { x86::combine_ssse3(dst, terms) },
-            #[cfg(target_arch = "x86_64")]
-            KernelKind::Avx2 => unsafe { x86::combine_avx2(dst, terms) },
-            #[cfg(target_arch = "x86_64")]
-            KernelKind::Avx512 => unsafe { x86::combine_avx512(dst, terms) },
-            #[cfg(target_arch = "x86_64")]
-            KernelKind::GfniAvx2 => unsafe { x86::combine_gfni256(dst, terms) },
-            #[cfg(target_arch = "x86_64")]
-            KernelKind::GfniAvx512 => unsafe { x86::combine_gfni512(dst, terms) },
-            #[cfg(target_arch = "aarch64")]
-            KernelKind::Neon => unsafe { neon::combine_neon(dst, terms) },
-            _ => {
-                for &(c, s) in terms {
-                    self.axpy(dst, c, s);
-                }
+        dispatch!(self.0, combine, (dst, terms), {
+            for &(c, s) in terms {
+                self.axpy(dst, c, s);
             }
-        }
+        })
     }
 }
 

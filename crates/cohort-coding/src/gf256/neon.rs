@@ -15,7 +15,7 @@ unsafe fn mul16(x: uint8x16_t, lo: uint8x16_t, hi: uint8x16_t) -> uint8x16_t {
 }
 
 #[target_feature(enable = "neon")]
-pub unsafe fn axpy_neon(dst: &mut [u8], c: u8, src: &[u8]) {
+pub unsafe fn axpy(dst: &mut [u8], c: u8, src: &[u8]) {
     let n = dst.len();
     let mut i = 0;
     // SAFETY: accesses stay within `[0, n)`.
@@ -33,7 +33,7 @@ pub unsafe fn axpy_neon(dst: &mut [u8], c: u8, src: &[u8]) {
 }
 
 #[target_feature(enable = "neon")]
-pub unsafe fn scale_neon(buf: &mut [u8], c: u8) {
+pub unsafe fn scale(buf: &mut [u8], c: u8) {
     let n = buf.len();
     let mut i = 0;
     // SAFETY: accesses stay within `[0, n)`.
@@ -50,7 +50,7 @@ pub unsafe fn scale_neon(buf: &mut [u8], c: u8) {
 }
 
 #[target_feature(enable = "neon")]
-pub unsafe fn combine_neon(dst: &mut [u8], terms: &[(u8, &[u8])]) {
+pub unsafe fn combine(dst: &mut [u8], terms: &[(u8, &[u8])]) {
     let n = dst.len();
     let mut i = 0;
     // SAFETY: every source has length `n` (checked by the safe wrapper); accesses stay in range.

@@ -17,62 +17,65 @@ macro_rules! kernels {
     (
         features = $feat:literal, width = $w:expr, vector = $v:ty,
         load = $load:ident, store = $store:ident, xor = $xor:ident,
-        prepare = $prep:ident, multiply = $mul:ident,
-        $axpy:ident, $scale:ident, $combine:ident
+        prepare = $prep:ident, multiply = $mul:ident, module = $m:ident
     ) => {
-        #[target_feature(enable = $feat)]
-        pub unsafe fn $axpy(dst: &mut [u8], c: u8, src: &[u8]) {
-            let n = dst.len();
-            let mut i = 0;
-            // SAFETY: every access is to `[i, i + width)` with `i + width <= n`, and both slices
-            // have length `n` (checked by the safe wrapper).
-            unsafe {
-                let k = $prep(c);
-                while i + $w <= n {
-                    let s: $v = $load(src.as_ptr().add(i).cast());
-                    let d: $v = $load(dst.as_ptr().add(i).cast());
-                    $store(dst.as_mut_ptr().add(i).cast(), $xor(d, $mul(s, k)));
-                    i += $w;
-                }
-            }
-            scalar::axpy(&mut dst[i..], c, &src[i..]);
-        }
+        pub mod $m {
+            use super::*;
 
-        #[target_feature(enable = $feat)]
-        pub unsafe fn $scale(buf: &mut [u8], c: u8) {
-            let n = buf.len();
-            let mut i = 0;
-            // SAFETY: accesses stay within `[0, n)`.
-            unsafe {
-                let k = $prep(c);
-                while i + $w <= n {
-                    let s: $v = $load(buf.as_ptr().add(i).cast());
-                    $store(buf.as_mut_ptr().add(i).cast(), $mul(s, k));
-                    i += $w;
-                }
-            }
-            scalar::scale(&mut buf[i..], c);
-        }
-
-        #[target_feature(enable = $feat)]
-        pub unsafe fn $combine(dst: &mut [u8], terms: &[(u8, &[u8])]) {
-            let n = dst.len();
-            let mut i = 0;
-            // SAFETY: every source has length `n` (checked by the safe wrapper); accesses stay
-            // in range.
-            unsafe {
-                while i + $w <= n {
-                    let mut acc: $v = $load(dst.as_ptr().add(i).cast());
-                    for &(c, s) in terms {
-                        let x: $v = $load(s.as_ptr().add(i).cast());
-                        acc = $xor(acc, $mul(x, $prep(c)));
+            #[target_feature(enable = $feat)]
+            pub unsafe fn axpy(dst: &mut [u8], c: u8, src: &[u8]) {
+                let n = dst.len();
+                let mut i = 0;
+                // SAFETY: every access is to `[i, i + width)` with `i + width <= n`, and both slices
+                // have length `n` (checked by the safe wrapper).
+                unsafe {
+                    let k = $prep(c);
+                    while i + $w <= n {
+                        let s: $v = $load(src.as_ptr().add(i).cast());
+                        let d: $v = $load(dst.as_ptr().add(i).cast());
+                        $store(dst.as_mut_ptr().add(i).cast(), $xor(d, $mul(s, k)));
+                        i += $w;
                     }
-                    $store(dst.as_mut_ptr().add(i).cast(), acc);
-                    i += $w;
                 }
+                scalar::axpy(&mut dst[i..], c, &src[i..]);
             }
-            for &(c, s) in terms {
-                scalar::axpy(&mut dst[i..], c, &s[i..]);
+
+            #[target_feature(enable = $feat)]
+            pub unsafe fn scale(buf: &mut [u8], c: u8) {
+                let n = buf.len();
+                let mut i = 0;
+                // SAFETY: accesses stay within `[0, n)`.
+                unsafe {
+                    let k = $prep(c);
+                    while i + $w <= n {
+                        let s: $v = $load(buf.as_ptr().add(i).cast());
+                        $store(buf.as_mut_ptr().add(i).cast(), $mul(s, k));
+                        i += $w;
+                    }
+                }
+                scalar::scale(&mut buf[i..], c);
+            }
+
+            #[target_feature(enable = $feat)]
+            pub unsafe fn combine(dst: &mut [u8], terms: &[(u8, &[u8])]) {
+                let n = dst.len();
+                let mut i = 0;
+                // SAFETY: every source has length `n` (checked by the safe wrapper); accesses stay
+                // in range.
+                unsafe {
+                    while i + $w <= n {
+                        let mut acc: $v = $load(dst.as_ptr().add(i).cast());
+                        for &(c, s) in terms {
+                            let x: $v = $load(s.as_ptr().add(i).cast());
+                            acc = $xor(acc, $mul(x, $prep(c)));
+                        }
+                        $store(dst.as_mut_ptr().add(i).cast(), acc);
+                        i += $w;
+                    }
+                }
+                for &(c, s) in terms {
+                    scalar::axpy(&mut dst[i..], c, &s[i..]);
+                }
             }
         }
     };
@@ -166,9 +169,7 @@ kernels!(
     xor = _mm_xor_si128,
     prepare = nib16,
     multiply = mul16,
-    axpy_ssse3,
-    scale_ssse3,
-    combine_ssse3
+    module = ssse3
 );
 kernels!(
     features = "avx2",
@@ -179,9 +180,7 @@ kernels!(
     xor = _mm256_xor_si256,
     prepare = nib32,
     multiply = mul32,
-    axpy_avx2,
-    scale_avx2,
-    combine_avx2
+    module = avx2
 );
 kernels!(
     features = "avx512f,avx512bw",
@@ -192,9 +191,7 @@ kernels!(
     xor = _mm512_xor_si512,
     prepare = nib64,
     multiply = mul64,
-    axpy_avx512,
-    scale_avx512,
-    combine_avx512
+    module = avx512
 );
 kernels!(
     features = "gfni,avx2",
@@ -205,9 +202,7 @@ kernels!(
     xor = _mm256_xor_si256,
     prepare = affine32,
     multiply = gfmul32,
-    axpy_gfni256,
-    scale_gfni256,
-    combine_gfni256
+    module = gfni256
 );
 kernels!(
     features = "gfni,avx512f,avx512bw",
@@ -218,7 +213,5 @@ kernels!(
     xor = _mm512_xor_si512,
     prepare = affine64,
     multiply = gfmul64,
-    axpy_gfni512,
-    scale_gfni512,
-    combine_gfni512
+    module = gfni512
 );
