@@ -155,7 +155,7 @@ pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
     let (_, s) = coded_transfer(&data, a.loss, a.seed)?;
     let session = crate::demo_lrt::secure_session(a.loss, a.seed, 3000);
     let team = cohort_sim::Scenario::from_toml(TEAM_SCENARIO).map_err(|e| DemoError::Invalid(e.to_string()))?;
-    let wifi = cohort_sim::run(&team, a.seed, None);
+    let wifi = cohort_sim::run(&team, a.seed, cohort_sim::Recorder::default());
     if a.json {
         let v = serde_json::json!({ "coded_transfer": s, "secure_session": session, "wifi_team": wifi });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());

@@ -26,6 +26,9 @@ enum SimCmd {
         /// Write the trace (JSON lines) of a single-seed run here.
         #[arg(long)]
         trace: Option<PathBuf>,
+        /// Write every packet of a single-seed run to this pcap file (link type USER0).
+        #[arg(long)]
+        pcap: Option<PathBuf>,
     },
 }
 
@@ -50,14 +53,14 @@ fn range(s: &str) -> Result<std::ops::Range<u64>, SimError> {
 }
 
 pub fn run(a: &SimArgs) -> Result<ExitCode, SimError> {
-    let SimCmd::Run { scenario, seed, seeds, json, trace } = &a.cmd;
+    let SimCmd::Run { scenario, seed, seeds, json, trace, pcap } = &a.cmd;
     let s = Scenario::load(scenario)?;
     let replay = |seed: u64| format!("cohort sim run {} --seed {seed}", scenario.display());
     if let Some(r) = seeds {
         let r = range(r)?;
         let total = r.end - r.start;
         for seed in r {
-            let o = cohort_sim::run(&s, seed, None);
+            let o = cohort_sim::run(&s, seed, cohort_sim::Recorder::default());
             if !o.ok() {
                 eprintln!("seed {seed} FAILED: {}", o.violations.join("; "));
                 eprintln!("replay: {}", replay(seed));
@@ -70,11 +73,21 @@ pub fn run(a: &SimArgs) -> Result<ExitCode, SimError> {
         println!("{total} seeds passed ({})", s.name);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut file = match trace {
-        Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
-        None => None,
+    let open = |p: &Option<PathBuf>| -> Result<Option<std::io::BufWriter<std::fs::File>>, SimError> {
+        Ok(match p {
+            Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p)?)),
+            None => None,
+        })
     };
-    let o = cohort_sim::run(&s, *seed, file.as_mut().map(|f| f as &mut dyn std::io::Write));
+    let (mut tf, mut pf) = (open(trace)?, open(pcap)?);
+    let rec = cohort_sim::Recorder {
+        trace: tf.as_mut().map(|f| f as &mut dyn std::io::Write),
+        pcap: pf.as_mut().map(|f| f as &mut dyn std::io::Write),
+    };
+    let o = cohort_sim::run(&s, *seed, rec);
+    for f in [tf.as_mut(), pf.as_mut()].into_iter().flatten() {
+        std::io::Write::flush(f)?;
+    }
     if *json {
         println!("{}", serde_json::to_string_pretty(&o).unwrap_or_default());
     } else {

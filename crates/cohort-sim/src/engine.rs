@@ -132,8 +132,72 @@ fn global(t: Instant, ppm: f64) -> Instant {
     Instant::from_nanos((t.as_nanos() as f64 / (1.0 + ppm * 1e-6)).ceil() as u64)
 }
 
-/// Runs scenario `s` with `seed`; writes a JSON line per trace record to `trace` if given.
-pub fn run(s: &Scenario, seed: u64, mut trace: Option<&mut dyn Write>) -> Outcome {
+/// Where a run writes what it did, besides its [`Outcome`].
+#[derive(Default)]
+pub struct Recorder<'a> {
+    /// One JSON object per line for every packet sent and message delivered.
+    pub trace: Option<&'a mut dyn Write>,
+    /// Every packet sent, as a pcap file (nanosecond timestamps, link type USER0 = 147). Each
+    /// record is a 4-byte pseudo-header (flow u16 BE, direction: 0 client to server, 1 back;
+    /// a zero byte) followed by the plaintext LRT packet.
+    pub pcap: Option<&'a mut dyn Write>,
+}
+
+impl std::fmt::Debug for Recorder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").field("trace", &self.trace.is_some()).field("pcap", &self.pcap.is_some()).finish()
+    }
+}
+
+fn pcap_header(w: &mut dyn Write) -> std::io::Result<()> {
+    let mut h = Vec::with_capacity(24);
+    h.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
+    h.extend_from_slice(&2u16.to_le_bytes());
+    h.extend_from_slice(&4u16.to_le_bytes());
+    h.extend_from_slice(&[0; 8]);
+    h.extend_from_slice(&65_535u32.to_le_bytes());
+    h.extend_from_slice(&147u32.to_le_bytes());
+    w.write_all(&h)
+}
+
+fn pcap_record(w: &mut dyn Write, t: Instant, flow: usize, back: bool, pkt: &[u8]) -> std::io::Result<()> {
+    let ns = t.as_nanos();
+    let len = (pkt.len() + 4) as u32;
+    let mut r = Vec::with_capacity(16 + pkt.len() + 4);
+    r.extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
+    r.extend_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
+    r.extend_from_slice(&len.to_le_bytes());
+    r.extend_from_slice(&len.to_le_bytes());
+    r.extend_from_slice(&(flow as u16).to_be_bytes());
+    r.extend_from_slice(&[u8::from(back), 0]);
+    r.extend_from_slice(pkt);
+    w.write_all(&r)
+}
+
+/// Faults drawn from the seed: `n` partitions or loss bursts of up to 300 ms between the
+/// endpoints of random flows, somewhere in the sending period.
+fn random_faults(s: &Scenario, rand01: &mut impl FnMut() -> f64) -> Vec<Fault> {
+    (0..s.random_faults)
+        .filter(|_| !s.flows.is_empty())
+        .map(|_| {
+            let at_s = 0.2 + rand01() * s.duration_s;
+            let until_s = at_s + 0.02 + rand01() * 0.28;
+            let f = &s.flows[(rand01() * s.flows.len() as f64) as usize % s.flows.len()];
+            if rand01() < 0.5 {
+                Fault::Partition { at_s, until_s, a: f.from, b: f.to }
+            } else {
+                Fault::Loss { at_s, until_s, p: 0.3 + 0.6 * rand01() }
+            }
+        })
+        .collect()
+}
+
+/// Runs scenario `s` with `seed`, recording into `rec`.
+pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
+    let Recorder { mut trace, mut pcap } = rec;
+    if let Some(w) = pcap.as_deref_mut() {
+        let _ = pcap_header(w);
+    }
     let mut net = network(s, seed);
     let mut drift = vec![0.0f64; s.nodes];
     for f in &s.faults {
@@ -169,6 +233,8 @@ pub fn run(s: &Scenario, seed: u64, mut trace: Option<&mut dyn Write>) -> Outcom
         rng_state ^= rng_state << 17;
         (rng_state >> 11) as f64 / (1u64 << 53) as f64
     };
+    let mut faults = s.faults.clone();
+    faults.extend(random_faults(s, &mut rand01));
     let interval = |f: usize| Duration::from_secs_f64(s.flows[f].interval_ms / 1000.0);
     let send_at = |f: usize, i: u64| Instant::from_millis(200) + interval(f).mul_f64(i as f64);
     let hard_end = Instant::ZERO + Duration::from_secs_f64(s.duration_s + s.drain_s);
@@ -216,7 +282,7 @@ pub fn run(s: &Scenario, seed: u64, mut trace: Option<&mut dyn Write>) -> Outcom
         for p in arrivals {
             let flow = &s.flows[p.flow];
             let secs = now.since_epoch().as_secs_f64();
-            let cut = s.faults.iter().any(|fault| match *fault {
+            let cut = faults.iter().any(|fault| match *fault {
                 Fault::Partition { at_s, until_s, a, b } => {
                     (at_s..until_s).contains(&secs)
                         && ((a == flow.from && b == flow.to) || (a == flow.to && b == flow.from))
@@ -250,6 +316,9 @@ pub fn run(s: &Scenario, seed: u64, mut trace: Option<&mut dyn Write>) -> Outcom
                         &mut trace,
                         format!("{{\"t\":{},\"send\":{f},\"up\":{to_server},\"len\":{n}}}", now.as_nanos()),
                     );
+                    if let Some(w) = pcap.as_deref_mut() {
+                        let _ = pcap_record(w, now, f, !to_server, &plain[..n]);
+                    }
                     match &mut net {
                         Net::P2p(links) => {
                             let link = if to_server { &mut links[f].up } else { &mut links[f].down };

@@ -9,5 +9,5 @@
 pub mod engine;
 pub mod scenario;
 
-pub use engine::{FlowResult, Outcome, run};
+pub use engine::{FlowResult, Outcome, Recorder, run};
 pub use scenario::{Scenario, ScenarioError};

@@ -41,6 +41,10 @@ pub struct Scenario {
     pub flows: Vec<Flow>,
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// Further partitions and loss bursts drawn from the seed (see `engine`), so a seed sweep
+    /// explores different fault timings.
+    #[serde(default)]
+    pub random_faults: u32,
     /// Time after `duration_s` for the flows to drain before unfinished ones count as failures.
     #[serde(default = "default_drain")]
     pub drain_s: f64,
@@ -137,6 +141,9 @@ impl Scenario {
 
     pub fn validate(&self) -> Result<(), ScenarioError> {
         let bad = |m: String| Err(ScenarioError::Invalid(m));
+        if self.random_faults > 1000 {
+            return bad("random_faults above 1000".into());
+        }
         if self.nodes < 2 || self.nodes > 256 {
             return bad(format!("nodes {} outside 2..=256", self.nodes));
         }

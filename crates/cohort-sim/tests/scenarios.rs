@@ -1,6 +1,6 @@
 //! The scenarios in `scenarios/` run clean, reproducibly, under many seeds.
 
-use cohort_sim::{Scenario, run};
+use cohort_sim::{Recorder, Scenario, run};
 use std::path::PathBuf;
 
 fn scenario(name: &str) -> Scenario {
@@ -9,7 +9,7 @@ fn scenario(name: &str) -> Scenario {
 }
 
 fn check(s: &Scenario, seed: u64) {
-    let o = run(s, seed, None);
+    let o = run(s, seed, Recorder::default());
     assert!(
         o.ok(),
         "seed {seed} failed: {:?}\nreplay: cohort sim run scenarios/{}.toml --seed {seed}",
@@ -21,12 +21,14 @@ fn check(s: &Scenario, seed: u64) {
 #[test]
 fn same_seed_same_trace_hash() {
     let s = scenario("lrt_p2p_lossy.toml");
-    let mut trace = vec![];
-    let a = run(&s, 1, Some(&mut trace));
-    let b = run(&s, 1, None);
+    let (mut trace, mut pcap) = (vec![], vec![]);
+    let a = run(&s, 1, Recorder { trace: Some(&mut trace), pcap: Some(&mut pcap) });
+    let b = run(&s, 1, Recorder::default());
     assert_eq!(a.trace_hash, b.trace_hash);
     assert_eq!(a, b);
-    assert_ne!(run(&s, 2, None).trace_hash, a.trace_hash);
+    assert_ne!(run(&s, 2, Recorder::default()).trace_hash, a.trace_hash);
+    assert_eq!(&pcap[..4], &0xa1b2_3c4du32.to_le_bytes(), "nanosecond pcap");
+    assert!(pcap.len() > 24 + 16 * a.packets as usize);
     assert!(a.packets_dropped_by_faults > 0, "the partition and the loss burst bit");
     let lines = String::from_utf8(trace).unwrap();
     assert!(lines.lines().count() as u64 >= a.packets);
