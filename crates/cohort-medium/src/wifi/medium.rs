@@ -1,6 +1,6 @@
 //! The contention state machine. See the [module docs](super).
 
-use super::phy::MAC_OVERHEAD_BYTES;
+use super::phy::{MAC_OVERHEAD_BYTES, QOS_MAC_OVERHEAD_BYTES};
 use super::{Ac, EdcaParams, Phy};
 use cohort_time::Instant;
 use rand::{Rng, SeedableRng};
@@ -167,6 +167,8 @@ pub struct Medium<H> {
     airtime_busy: Duration,
     propagation: Duration,
     eifs: bool,
+    /// EDCA (QoS) stations decrement once more when interrupted; see `transmit`.
+    qos: bool,
 }
 
 impl<H: Clone> Medium<H> {
@@ -208,6 +210,8 @@ impl<H: Clone> Medium<H> {
             airtime_busy: Duration::ZERO,
             propagation: Duration::ZERO,
             eifs: false,
+            // A channel whose four categories share one parameter set is legacy DCF.
+            qos: !edca.iter().all(|e| *e == edca[0]),
         })
     }
 
@@ -349,7 +353,7 @@ impl<H: Clone> Medium<H> {
         }
         let (mut k, mut bytes) = (0usize, 0usize);
         for f in q.iter().take(usize::from(limit.max_frames)) {
-            let b = f.bytes + MAC_OVERHEAD_BYTES + MPDU_DELIMITER;
+            let b = f.bytes + self.mac_overhead() + MPDU_DELIMITER;
             if f.dest != first.dest || (k > 0 && bytes + b > limit.max_bytes as usize) {
                 break;
             }
@@ -360,12 +364,16 @@ impl<H: Clone> Medium<H> {
         (k, self.phy.duration(bytes, rate))
     }
 
+    fn mac_overhead(&self) -> usize {
+        if self.qos { QOS_MAC_OVERHEAD_BYTES } else { MAC_OVERHEAD_BYTES }
+    }
+
     fn duration(&self, st: usize, f: &Frame<H>) -> Duration {
         let rate = match f.dest {
             Dest::Broadcast => self.phy.basic_mbps,
             Dest::Unicast(_) => self.stations[st].cfg.data_mbps.unwrap_or(self.phy.data_mbps),
         };
-        self.phy.duration(f.bytes + MAC_OVERHEAD_BYTES, rate)
+        self.phy.duration(f.bytes + self.mac_overhead(), rate)
     }
 
     fn transmit(&mut self, t: Instant) {
@@ -409,6 +417,7 @@ impl<H: Clone> Medium<H> {
         }
         self.airtime_busy += busy_end - t;
         // Everyone else froze at `t` and resumes counting after the busy period and its AIFS.
+        let qos = self.qos;
         for st in 0..self.stations.len() {
             for ac in 0..4 {
                 let aifs = self.phy.aifs(self.edca[ac].aifsn);
@@ -417,8 +426,11 @@ impl<H: Clone> Medium<H> {
                 if s.queue.is_empty() {
                     continue;
                 }
-                if s.count_from < t && !started.contains(&(st, ac)) {
-                    let elapsed = ((t - s.count_from).as_nanos() as u64 / slot) as u32;
+                if s.count_from <= t && !started.contains(&(st, ac)) {
+                    // Idle slots counted since its AIFS ended. An EDCA function also decrements
+                    // at the slot boundary that ends AIFS itself (802.11-2016 10.22.2.4; ns-3
+                    // models it the same way), a DCF one only after each idle slot.
+                    let elapsed = ((t - s.count_from).as_nanos() as u64 / slot) as u32 + u32::from(qos);
                     s.backoff = s.backoff.saturating_sub(elapsed);
                 }
                 s.count_from = s.count_from.max(busy_end + aifs);
@@ -500,8 +512,11 @@ impl<H: Clone> Medium<H> {
             }
             // Within a TXOP, the next exchange of the same category follows after SIFS if it
             // still fits.
-            let next = self.aggregate(st, ac).1;
-            if txop.is_zero() || next.is_zero() || (at + self.phy.sifs + next) - t > txop {
+            // The whole exchange, its acknowledgement included, must end within the TXOP.
+            let (k, next) = self.aggregate(st, ac);
+            let response =
+                if k > 1 { self.phy.duration(BLOCK_ACK_BYTES, self.phy.basic_mbps) } else { self.phy.ack_duration() };
+            if txop.is_zero() || next.is_zero() || (at + self.phy.sifs + next + self.phy.sifs + response) - t > txop {
                 break;
             }
             at += self.phy.sifs;

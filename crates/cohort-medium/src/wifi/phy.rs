@@ -122,6 +122,8 @@ impl Phy {
 
 /// MAC header (24) and FCS (4) of a data frame.
 pub const MAC_OVERHEAD_BYTES: usize = 28;
+/// A QoS data frame adds the 2-byte QoS Control field.
+pub const QOS_MAC_OVERHEAD_BYTES: usize = 30;
 /// ACK frame length.
 pub const ACK_BYTES: usize = 14;
 

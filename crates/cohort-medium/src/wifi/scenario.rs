@@ -31,8 +31,10 @@ pub fn saturate(
 ) -> Result<Saturation, super::MediumError> {
     let mut m: Medium<usize> = Medium::new(phy, edca, &vec![cfg; n], seed)?;
     let end = Instant::ZERO + duration;
+    // Fill every flow's queue; each frame that leaves (sent or dropped) is replaced at once, so
+    // a TXOP always finds frames waiting.
     for (i, &(src, ac, dst)) in flows.iter().enumerate() {
-        for _ in 0..2 {
+        for _ in 0..cfg.queue_depth {
             m.enqueue(Instant::ZERO, src, ac, Dest::Unicast(dst), payload, i)?;
         }
     }
