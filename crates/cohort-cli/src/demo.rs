@@ -205,16 +205,18 @@ pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
     );
     println!();
     println!("3. Team on one 802.11a channel (simulated): leader 0, followers 1-4, 5% frame errors, a loss burst");
+    println!("   (delays: message queued to delivered; for the query, request to reply)");
     let names = [
         "commands 0->1 (EF, AC_VO)",
         "commands 0->2 (EF, AC_VO)",
         "telemetry 3->0 (best effort)",
-        "map share 4->2 (best effort)",
+        "map transfer 4->2 (bulk, BE)",
+        "status query 0->3 (AF41, VI)",
     ];
     for (f, name) in wifi.flows.iter().zip(names) {
         println!(
-            "   {name:<30} {:>4}/{:<4} in order: {} | p50 {:>6.1} ms  p99 {:>6.1} ms",
-            f.delivered, f.sent, f.in_order, f.p50_ms, f.p99_ms
+            "   {name:<30} {:>4}/{:<4} in order: {} | p50 {:>6.1} ms  p99 {:>6.1} ms  {:>5.2} Mbit/s",
+            f.delivered, f.sent, f.in_order, f.p50_ms, f.p99_ms, f.goodput_mbps
         );
     }
     println!(

@@ -1,7 +1,7 @@
 //! The simulation loop: LRT connections over a point-to-point network or a shared 802.11
 //! channel, with the scenario's faults, in virtual time.
 
-use crate::scenario::{Fault, Network, Scenario};
+use crate::scenario::{App, Fault, Network, Scenario};
 use cohort_medium::link::{Duplex, Jitter, LinkParams, LossModel};
 use cohort_medium::wifi::{Ac, Dest, EdcaParams, Medium, MediumEvent, Phy, StationConfig};
 use cohort_proto::lrt::{Config, Connection};
@@ -26,6 +26,8 @@ pub struct FlowResult {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Application bytes delivered per second from the first send to the last delivery.
+    pub goodput_mbps: f64,
 }
 
 /// The result of one seeded run.
@@ -72,6 +74,9 @@ impl Hash {
         }
     }
 }
+
+/// Marks a reply's flow number, so a reply can never pass for a request.
+const REPLY: usize = 0x8000;
 
 fn message(flow: usize, seq: u64, size: usize) -> Vec<u8> {
     let mut m = vec![0u8; size];
@@ -214,6 +219,8 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
         .collect();
     let mut pns = vec![(0u64, 0u64); s.flows.len()];
     let mut next_msg = vec![0u64; s.flows.len()];
+    // When each message (request, for request-reply) was handed to the connection.
+    let mut sent_at: Vec<Vec<Instant>> = vec![vec![]; s.flows.len()];
     let mut got: Vec<Vec<(u64, Instant)>> = vec![vec![]; s.flows.len()];
     let mut out = Outcome {
         scenario: s.name.clone(),
@@ -249,12 +256,26 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
     loop {
         // 1. Applications.
         for (f, flow) in s.flows.iter().enumerate() {
-            while next_msg[f] < flow.count
-                && send_at(f, next_msg[f]) <= now
-                && send_at(f, next_msg[f]).since_epoch().as_secs_f64() < s.duration_s + 0.2
-            {
-                let _ = ends[f].0.send(&message(f, next_msg[f], flow.size));
-                next_msg[f] += 1;
+            match flow.app {
+                App::Periodic | App::RequestReply => {
+                    while next_msg[f] < flow.count
+                        && send_at(f, next_msg[f]) <= now
+                        && send_at(f, next_msg[f]).since_epoch().as_secs_f64() < s.duration_s + 0.2
+                    {
+                        let _ = ends[f].0.send(&message(f, next_msg[f], flow.size));
+                        sent_at[f].push(now);
+                        next_msg[f] += 1;
+                    }
+                }
+                App::Bulk => {
+                    while next_msg[f] < flow.count
+                        && now >= send_at(f, 0)
+                        && ends[f].0.send(&message(f, next_msg[f], flow.size)).is_ok()
+                    {
+                        sent_at[f].push(now);
+                        next_msg[f] += 1;
+                    }
+                }
             }
         }
         // 2. The network delivers.
@@ -332,7 +353,8 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
                     }
                 }
             }
-            // 4. The receiving application.
+            // 4. The receiving applications: the server takes messages (and answers requests),
+            //    the client of a request-reply flow takes the replies.
             while let Ok(Some(m)) = ends[f].1.recv() {
                 let seq = m.get(4..12).map_or(u64::MAX, |b| u64::from_be_bytes(b.try_into().unwrap_or([0xFF; 8])));
                 let intact = seq < flow.count && m == message(f, seq, flow.size);
@@ -340,6 +362,26 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
                     &mut hash,
                     &mut trace,
                     format!("{{\"t\":{},\"deliver\":{f},\"seq\":{seq},\"intact\":{intact}}}", now.as_nanos()),
+                );
+                if flow.app == App::RequestReply {
+                    if intact {
+                        let _ = ends[f].1.send(&message(REPLY | f, seq, flow.reply_size.unwrap_or(flow.size)));
+                    } else {
+                        got[f].push((u64::MAX, now));
+                    }
+                } else {
+                    got[f].push((if intact { seq } else { u64::MAX }, now));
+                }
+            }
+            while let Ok(Some(m)) = ends[f].0.recv() {
+                let seq = m.get(4..12).map_or(u64::MAX, |b| u64::from_be_bytes(b.try_into().unwrap_or([0xFF; 8])));
+                let intact = flow.app == App::RequestReply
+                    && seq < flow.count
+                    && m == message(REPLY | f, seq, flow.reply_size.unwrap_or(flow.size));
+                record(
+                    &mut hash,
+                    &mut trace,
+                    format!("{{\"t\":{},\"reply\":{f},\"seq\":{seq},\"intact\":{intact}}}", now.as_nanos()),
                 );
                 got[f].push((if intact { seq } else { u64::MAX }, now));
             }
@@ -351,8 +393,9 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
         // 5. Jump to the next event.
         let mut next: Vec<Instant> = vec![];
         for (f, fl) in s.flows.iter().enumerate() {
-            if next_msg[f] < fl.count && send_at(f, next_msg[f]).since_epoch().as_secs_f64() < s.duration_s + 0.2 {
-                next.push(send_at(f, next_msg[f]));
+            let due = send_at(f, if fl.app == App::Bulk { 0 } else { next_msg[f] });
+            if next_msg[f] < fl.count && due.since_epoch().as_secs_f64() < s.duration_s + 0.2 && due > now {
+                next.push(due);
             }
             next.extend(ends[f].0.poll_timeout().map(|t| global(t, drift[fl.from])));
             next.extend(ends[f].1.poll_timeout().map(|t| global(t, drift[fl.to])));
@@ -389,13 +432,17 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
             r.delivered += 1;
             r.in_order &= seq == expect;
             expect = seq + 1;
-            delays.push((at - send_at(f, seq)).as_secs_f64() * 1000.0);
+            delays.push((at - sent_at[f][seq as usize]).as_secs_f64() * 1000.0);
         }
         delays.sort_by(f64::total_cmp);
         let q = |x: f64| {
             delays.get(((delays.len() as f64 * x) as usize).min(delays.len().saturating_sub(1))).copied().unwrap_or(0.0)
         };
         (r.p50_ms, r.p99_ms, r.max_ms) = (q(0.5), q(0.99), delays.last().copied().unwrap_or(0.0));
+        if let (Some(first), Some(&(_, last))) = (sent_at[f].first(), got[f].last()) {
+            let secs = (last - *first).as_secs_f64().max(1e-9);
+            r.goodput_mbps = r.delivered as f64 * fl.size as f64 * 8.0 / secs / 1e6;
+        }
         if r.corrupted > 0 {
             out.violations.push(format!("flow {f}: {} messages corrupted", r.corrupted));
         }

@@ -83,6 +83,10 @@ pub enum Network {
     },
 }
 
+fn default_interval() -> f64 {
+    1.0
+}
+
 fn default_rate() -> f64 {
     100.0
 }
@@ -91,14 +95,35 @@ fn default_queue() -> usize {
     64
 }
 
+/// What the application on a flow does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum App {
+    /// One message every `interval_ms` (a control loop, telemetry).
+    #[default]
+    Periodic,
+    /// `count` messages as fast as the connection takes them (a map or model transfer);
+    /// `interval_ms` is ignored.
+    Bulk,
+    /// A request every `interval_ms`; the receiver answers each with `reply_size` bytes and
+    /// the flow's delays are request-to-reply times.
+    RequestReply,
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Flow {
     pub from: usize,
     pub to: usize,
+    #[serde(default)]
+    pub app: App,
     pub size: usize,
+    #[serde(default = "default_interval")]
     pub interval_ms: f64,
     pub count: u64,
+    /// Reply size of a request-reply flow (default: `size`).
+    #[serde(default)]
+    pub reply_size: Option<usize>,
     /// DSCP of the flow's datagrams (picks the Wi-Fi access category).
     #[serde(default)]
     pub dscp: u8,
@@ -154,7 +179,8 @@ impl Scenario {
             if f.from >= self.nodes || f.to >= self.nodes || f.from == f.to {
                 return bad(format!("flow {i}: from/to must be distinct nodes below {}", self.nodes));
             }
-            if f.size < 16 || f.size > 1 << 20 || f.interval_ms <= 0.0 || f.count == 0 || f.dscp > 63 {
+            let reply_ok = f.reply_size.is_none_or(|r| (16..=1 << 20).contains(&r));
+            if f.size < 16 || f.size > 1 << 20 || f.interval_ms <= 0.0 || f.count == 0 || f.dscp > 63 || !reply_ok {
                 return bad(format!("flow {i}: size 16 B..1 MiB, interval and count positive, dscp 0..=63"));
             }
         }

@@ -59,6 +59,8 @@ fn invalid_scenarios_are_errors() {
         "name='x'\nduration_s=1\nnodes=2\n[network]\nkind='wifi'\nphy='z'\ndata_mbps=6",
         "name='x'\nduration_s=1\nnodes=2\n[network]\nkind='p2p'\nowd_ms=1\n[[flows]]\nfrom=0\nto=0\nsize=100\ninterval_ms=1\ncount=1",
         "name='x'\nduration_s=1\nnodes=2\nbogus=3\n[network]\nkind='p2p'\nowd_ms=1",
+        "name='x'\nduration_s=1\nnodes=2\n[network]\nkind='p2p'\nowd_ms=1\n[[flows]]\nfrom=0\nto=1\napp='request_reply'\nsize=100\nreply_size=2\ncount=1",
+        "name='x'\nduration_s=1\nnodes=2\n[network]\nkind='p2p'\nowd_ms=1\n[[flows]]\nfrom=0\nto=1\napp='teleport'\nsize=100\ncount=1",
     ] {
         assert!(Scenario::from_toml(bad).is_err(), "{bad}");
     }
