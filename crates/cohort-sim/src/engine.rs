@@ -28,6 +28,9 @@ pub struct FlowResult {
     pub max_ms: f64,
     /// Application bytes delivered per second from the first send to the last delivery.
     pub goodput_mbps: f64,
+    /// Messages sent before a crash of either end that were never delivered (allowed: at most
+    /// once across a crash).
+    pub lost_to_crashes: u64,
 }
 
 /// The result of one seeded run.
@@ -54,6 +57,8 @@ impl Outcome {
 #[derive(Debug, Clone)]
 struct Packet {
     flow: usize,
+    /// The connection generation it belongs to; a restart makes older packets stale.
+    epoch: u32,
     to_server: bool,
     pn: u64,
     bytes: Vec<u8>,
@@ -211,12 +216,24 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
         }
     }
     let cfg = Config::default();
-    let mut ends: Vec<(Connection, Connection)> = (0..s.flows.len())
-        .map(|i| {
-            let c = Connection::connect(cfg.clone(), i as u64 + 1, Instant::ZERO).expect("default config is valid");
-            (c, Connection::accept(cfg.clone(), Instant::ZERO).expect("default config is valid"))
-        })
+    let fresh = |f: usize, epoch: u32, now: Instant| {
+        let id = (f as u64 + 1) | u64::from(epoch) << 32;
+        let c = Connection::connect(cfg.clone(), id, now).expect("default config is valid");
+        (c, Connection::accept(cfg.clone(), now).expect("default config is valid"))
+    };
+    let mut ends: Vec<(Connection, Connection)> = (0..s.flows.len()).map(|f| fresh(f, 0, Instant::ZERO)).collect();
+    let mut epoch = vec![0u32; s.flows.len()];
+    // First message of each connection after a restart: messages before it may be lost.
+    let mut resync: Vec<Vec<u64>> = vec![vec![]; s.flows.len()];
+    let crashes: Vec<(usize, f64, f64)> = s
+        .faults
+        .iter()
+        .filter_map(
+            |f| if let Fault::Crash { node, at_s, restart_s } = *f { Some((node, at_s, restart_s)) } else { None },
+        )
         .collect();
+    let mut restarted = vec![false; crashes.len()];
+    let is_down = |node: usize, secs: f64| crashes.iter().any(|&(n, a, r)| n == node && (a..r).contains(&secs));
     let mut pns = vec![(0u64, 0u64); s.flows.len()];
     let mut next_msg = vec![0u64; s.flows.len()];
     // When each message (request, for request-reply) was handed to the connection.
@@ -254,8 +271,28 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
         }
     };
     loop {
-        // 1. Applications.
+        let secs_now = now.since_epoch().as_secs_f64();
+        // 0. Restarts: every flow of a restarted node gets a new connection.
+        for (k, &(node, _, restart_s)) in crashes.iter().enumerate() {
+            if restarted[k] || secs_now < restart_s {
+                continue;
+            }
+            restarted[k] = true;
+            for (f, flow) in s.flows.iter().enumerate() {
+                if flow.from == node || flow.to == node {
+                    epoch[f] += 1;
+                    ends[f] = fresh(f, epoch[f], now);
+                    pns[f] = (0, 0);
+                    resync[f].push(next_msg[f]);
+                    record(&mut hash, &mut trace, format!("{{\"t\":{},\"restart\":{f}}}", now.as_nanos()));
+                }
+            }
+        }
+        // 1. Applications (a crashed node's do nothing).
         for (f, flow) in s.flows.iter().enumerate() {
+            if is_down(flow.from, secs_now) {
+                continue;
+            }
             match flow.app {
                 App::Periodic | App::RequestReply => {
                     while next_msg[f] < flow.count
@@ -309,8 +346,10 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
                         && ((a == flow.from && b == flow.to) || (a == flow.to && b == flow.from))
                 }
                 Fault::Loss { at_s, until_s, p } => (at_s..until_s).contains(&secs) && rand01() < p,
-                Fault::Drift { .. } => false,
+                Fault::Drift { .. } | Fault::Crash { .. } => false,
             });
+            let target = if p.to_server { flow.to } else { flow.from };
+            let cut = cut || p.epoch != epoch[p.flow] || is_down(target, secs);
             if cut {
                 out.packets_dropped_by_faults += 1;
                 continue;
@@ -319,17 +358,20 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
                 if p.to_server { (flow.to, &mut ends[p.flow].1) } else { (flow.from, &mut ends[p.flow].0) };
             conn.handle_packet(local(now, drift[node]), p.pn, &p.bytes);
         }
-        // 3. Endpoints run their timers and transmit.
+        // 3. Endpoints run their timers and transmit (a crashed node's are frozen).
         for (f, flow) in s.flows.iter().enumerate() {
             for to_server in [true, false] {
                 let (node, peer) = if to_server { (flow.from, flow.to) } else { (flow.to, flow.from) };
+                if is_down(node, secs_now) {
+                    continue;
+                }
                 let conn = if to_server { &mut ends[f].0 } else { &mut ends[f].1 };
                 let t = local(now, drift[node]);
                 conn.handle_timeout(t);
                 loop {
                     let pn = if to_server { &mut pns[f].0 } else { &mut pns[f].1 };
                     let Some(n) = conn.poll_transmit(t, *pn, &mut plain) else { break };
-                    let pkt = Packet { flow: f, to_server, pn: *pn, bytes: plain[..n].to_vec() };
+                    let pkt = Packet { flow: f, epoch: epoch[f], to_server, pn: *pn, bytes: plain[..n].to_vec() };
                     *pn += 1;
                     out.packets += 1;
                     record(
@@ -354,8 +396,11 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
                 }
             }
             // 4. The receiving applications: the server takes messages (and answers requests),
-            //    the client of a request-reply flow takes the replies.
-            while let Ok(Some(m)) = ends[f].1.recv() {
+            //    the client of a request-reply flow takes the replies. A crashed node reads
+            //    nothing; what it had not read is lost with its state.
+            while !is_down(flow.to, secs_now)
+                && let Ok(Some(m)) = ends[f].1.recv()
+            {
                 let seq = m.get(4..12).map_or(u64::MAX, |b| u64::from_be_bytes(b.try_into().unwrap_or([0xFF; 8])));
                 let intact = seq < flow.count && m == message(f, seq, flow.size);
                 record(
@@ -373,7 +418,9 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
                     got[f].push((if intact { seq } else { u64::MAX }, now));
                 }
             }
-            while let Ok(Some(m)) = ends[f].0.recv() {
+            while !is_down(flow.from, secs_now)
+                && let Ok(Some(m)) = ends[f].0.recv()
+            {
                 let seq = m.get(4..12).map_or(u64::MAX, |b| u64::from_be_bytes(b.try_into().unwrap_or([0xFF; 8])));
                 let intact = flow.app == App::RequestReply
                     && seq < flow.count
@@ -386,19 +433,32 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
                 got[f].push((if intact { seq } else { u64::MAX }, now));
             }
         }
-        let done = s.flows.iter().enumerate().all(|(f, fl)| got[f].len() as u64 >= fl.count);
+        // Delivery is in order, so once the last message is in, nothing more can come.
+        let done = s.flows.iter().enumerate().all(|(f, fl)| got[f].iter().any(|&(q, _)| q == fl.count - 1));
         if done {
             break;
         }
         // 5. Jump to the next event.
-        let mut next: Vec<Instant> = vec![];
+        let mut next: Vec<Instant> = crashes
+            .iter()
+            .zip(&restarted)
+            .filter(|&(_, &done)| !done)
+            .flat_map(|(&(_, at, re), _)| [at, re])
+            .map(|x| Instant::ZERO + Duration::from_secs_f64(x))
+            .filter(|&t| t > now)
+            .collect();
         for (f, fl) in s.flows.iter().enumerate() {
             let due = send_at(f, if fl.app == App::Bulk { 0 } else { next_msg[f] });
             if next_msg[f] < fl.count && due.since_epoch().as_secs_f64() < s.duration_s + 0.2 && due > now {
                 next.push(due);
             }
-            next.extend(ends[f].0.poll_timeout().map(|t| global(t, drift[fl.from])));
-            next.extend(ends[f].1.poll_timeout().map(|t| global(t, drift[fl.to])));
+            // A crashed node's timers are frozen until its restart (which is an event above).
+            if !is_down(fl.from, secs_now) {
+                next.extend(ends[f].0.poll_timeout().map(|t| global(t, drift[fl.from])));
+            }
+            if !is_down(fl.to, secs_now) {
+                next.extend(ends[f].1.poll_timeout().map(|t| global(t, drift[fl.to])));
+            }
         }
         match &net {
             Net::P2p(links) => {
@@ -419,6 +479,9 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
         let mut seen = vec![false; fl.count as usize];
         let mut expect = 0;
         let mut delays = vec![];
+        // Messages sent before the last restart of the flow may be lost; a gap is allowed only
+        // up to a restart point.
+        let lossy_below = resync[f].last().copied().unwrap_or(0);
         for &(seq, at) in &got[f] {
             if seq == u64::MAX {
                 r.corrupted += 1;
@@ -430,10 +493,12 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
             }
             seen[seq as usize] = true;
             r.delivered += 1;
-            r.in_order &= seq == expect;
+            let gap_ok = seq > expect && resync[f].iter().any(|&rs| expect < rs && rs <= seq && seq == rs);
+            r.in_order &= seq == expect || gap_ok;
             expect = seq + 1;
             delays.push((at - sent_at[f][seq as usize]).as_secs_f64() * 1000.0);
         }
+        r.lost_to_crashes = (0..lossy_below.min(r.sent)).filter(|&q| !seen[q as usize]).count() as u64;
         delays.sort_by(f64::total_cmp);
         let q = |x: f64| {
             delays.get(((delays.len() as f64 * x) as usize).min(delays.len().saturating_sub(1))).copied().unwrap_or(0.0)
@@ -452,7 +517,7 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
         if !r.in_order {
             out.violations.push(format!("flow {f}: messages out of order"));
         }
-        if r.delivered < r.sent {
+        if r.delivered + r.lost_to_crashes < r.sent {
             out.violations.push(format!(
                 "flow {f}: {} of {} messages delivered by {:.1} s",
                 r.delivered, r.sent, out.simulated_s

@@ -21,7 +21,8 @@
 //! count = 500
 //!
 //! [[faults]]                # faults as data
-//! kind = "partition"        # "partition" (nodes a, b cut off), "loss" (extra loss p), "drift" (node's clock, ppm)
+//! kind = "partition"        # "partition" (nodes a, b cut off), "loss" (extra loss p),
+//!                           # "drift" (node's clock, ppm), "crash" (node, at_s, restart_s)
 //! at_s = 1.0
 //! until_s = 1.5
 //! a = 0
@@ -138,6 +139,10 @@ pub enum Fault {
     Loss { at_s: f64, until_s: f64, p: f64 },
     /// Node `node`'s clock runs `ppm` parts per million fast (negative: slow).
     Drift { node: usize, ppm: f64 },
+    /// Node `node` stops at `at_s` (its connection state is lost) and restarts at `restart_s`;
+    /// every flow it is part of then runs over a new connection. Messages not delivered before
+    /// the crash may be lost (at most once); everything sent after the restart must arrive.
+    Crash { node: usize, at_s: f64, restart_s: f64 },
 }
 
 /// A scenario that cannot run.
@@ -189,6 +194,7 @@ impl Scenario {
                 Fault::Partition { at_s, until_s, a, b } => at_s <= until_s && a < self.nodes && b < self.nodes,
                 Fault::Loss { at_s, until_s, p } => at_s <= until_s && (0.0..=1.0).contains(&p),
                 Fault::Drift { node, ppm } => node < self.nodes && ppm.abs() < 100_000.0,
+                Fault::Crash { node, at_s, restart_s } => node < self.nodes && at_s <= restart_s,
             };
             if !ok {
                 return bad(format!("fault {i} is inconsistent: {f:?}"));

@@ -65,3 +65,22 @@ fn invalid_scenarios_are_errors() {
         assert!(Scenario::from_toml(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn crashes_lose_at_most_what_was_in_flight_and_restarted_flows_deliver_everything_after() {
+    let s = scenario("lrt_crash.toml");
+    let mut lost = 0;
+    for seed in 0..100 {
+        let o = run(&s, seed, Recorder::default());
+        assert!(
+            o.ok(),
+            "seed {seed}: {:?}\nreplay: cohort sim run scenarios/lrt_crash.toml --seed {seed}",
+            o.violations
+        );
+        lost += o.flows.iter().map(|f| f.lost_to_crashes).sum::<u64>();
+        for f in &o.flows {
+            assert!(f.delivered + f.lost_to_crashes == f.sent && f.duplicates == 0);
+        }
+    }
+    assert!(lost > 0, "a crash loses what was in flight");
+}
