@@ -1,32 +1,40 @@
 //! A point-to-point link: each direction has its own parameters and its own seeded random
 //! stream, so a run is reproducible from one seed.
 //!
-//! A packet offered at `now` waits for the transmitter (serialization at `rate_bps` behind a
-//! drop-tail queue of `queue_bytes`), may be lost (iid or Gilbert-Elliott), then arrives after
-//! the one-way delay plus jitter; it may be duplicated, and a share of packets is held back by
-//! `reorder_delay` so that later ones overtake it. Packets carry an opaque payload `P`.
+//! A packet offered at `now` waits for the transmitter behind a drop-tail queue (limited in
+//! bytes by `queue_bytes` and optionally in packets by `queue_packets`), is serialized at
+//! `rate_bps`, may then be lost (iid or Gilbert-Elliott, decided per packet), and arrives after
+//! the one-way delay plus a jitter drawn from a configurable distribution. Jitter alone
+//! reorders packets whose spacing is below the jitter spread; on top of that a share `reorder`
+//! of packets is held back by `reorder_delay` so that later ones overtake it (netem's
+//! "reorder" with an explicit gap). A delivered packet may arrive twice (`duplicate`); the
+//! copy gets its own jitter.
+//!
+//! The model is sans-IO: [`Link::send`] takes the time, [`Link::poll_timeout`] says when the
+//! next packet arrives and [`Link::poll_deliver`] hands it out. It never reads a clock. A
+//! [`Duplex`] holds the two (possibly asymmetric) directions of one link.
 
 use cohort_time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
+
+/// The longest delay any parameter may ask for. Nothing physical takes a day; the bound keeps
+/// every sum and product of durations far from overflow.
+pub const MAX_DELAY: Duration = Duration::from_secs(86_400);
 
 /// How packets are lost.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum LossModel {
-    Iid {
-        p: f64,
-    },
-    /// Two-state Markov chain advanced per packet: good→bad with `p_gb`, bad→good with `p_bg`;
-    /// loss probability `loss_good` / `loss_bad` in each state.
-    GilbertElliott {
-        p_gb: f64,
-        p_bg: f64,
-        loss_good: f64,
-        loss_bad: f64,
-    },
+    /// Each packet is lost independently with probability `p`.
+    Iid { p: f64 },
+    /// Two-state Markov chain advanced once per packet: good→bad with `p_gb`, bad→good with
+    /// `p_bg`; loss probability `loss_good` / `loss_bad` in each state (Gilbert 1960, Elliott
+    /// 1963; netem's "loss gemodel" uses the same four numbers). The mean burst length in the
+    /// bad state is `1 / p_bg` packets. The chain starts in the good state.
+    GilbertElliott { p_gb: f64, p_bg: f64, loss_good: f64, loss_bad: f64 },
 }
 
 impl LossModel {
@@ -49,7 +57,8 @@ impl LossModel {
     }
 }
 
-/// Extra per-packet delay on top of the one-way delay.
+/// Extra per-packet delay on top of the one-way delay. Every distribution is truncated so that
+/// a single draw can never exceed a fixed multiple of its parameter (stated per variant).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Jitter {
     None,
@@ -57,20 +66,60 @@ pub enum Jitter {
     Uniform {
         max: Duration,
     },
-    /// Normal with mean 0 and deviation `sigma`, truncated at zero and at `4 sigma`.
+    /// The positive half of a normal with deviation `sigma` (mean `sigma * 0.80`), truncated
+    /// at `4 sigma`: a symmetric normal around the one-way delay would need negative delays.
     Normal {
         sigma: Duration,
     },
+    /// Exponential with this mean, truncated at `20 × mean` (a probability of e⁻²⁰): queueing
+    /// delay behind independent cross traffic.
+    Exponential {
+        mean: Duration,
+    },
+    /// Heavy-tailed Pareto type II (Lomax): `scale · ((1-u)^(-1/shape) - 1)`, mean
+    /// `scale / (shape - 1)` for `shape > 1`, truncated at `1000 × scale`. Wi-Fi retries and
+    /// bufferbloat produce tails like this.
+    Pareto {
+        scale: Duration,
+        shape: f64,
+    },
+}
+
+impl Jitter {
+    fn validate(&self) -> Result<(), LinkError> {
+        let longest = match *self {
+            Jitter::None => Some(Duration::ZERO),
+            Jitter::Uniform { max } => Some(max),
+            Jitter::Normal { sigma } => sigma.checked_mul(4),
+            Jitter::Exponential { mean } => mean.checked_mul(20),
+            Jitter::Pareto { scale, shape } => {
+                if !(shape.is_finite() && shape > 0.0) {
+                    return Err(LinkError::ParetoShape(shape));
+                }
+                scale.checked_mul(1000)
+            }
+        };
+        if longest.is_none_or(|d| d > MAX_DELAY) {
+            return Err(LinkError::TooLong("jitter"));
+        }
+        Ok(())
+    }
 }
 
 /// One direction of a link.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LinkParams {
+    /// One-way propagation (and processing) delay, added after serialization.
     pub owd: Duration,
     pub jitter: Jitter,
+    /// Transmitter rate; a packet of `n` bytes occupies it for `8n / rate_bps` seconds.
     pub rate_bps: u64,
-    /// Drop-tail queue ahead of the transmitter, in bytes.
+    /// Drop-tail limit on the bytes waiting for (or in) the transmitter.
     pub queue_bytes: usize,
+    /// Drop-tail limit on the packets waiting for (or in) the transmitter, like a NIC's
+    /// `txqueuelen`; `None`: bytes only.
+    #[serde(default)]
+    pub queue_packets: Option<usize>,
     pub loss: LossModel,
     /// Probability that a delivered packet arrives twice.
     pub duplicate: f64,
@@ -80,13 +129,15 @@ pub struct LinkParams {
 }
 
 impl LinkParams {
-    /// A clean link: this delay and rate, a 100 ms queue, nothing else.
+    /// A clean link: this delay and rate, a queue of 100 ms at the rate (at least 64 KiB, so
+    /// that slow links still hold a few full-size datagrams), nothing else.
     pub fn clean(owd: Duration, rate_bps: u64) -> Self {
         LinkParams {
             owd,
             jitter: Jitter::None,
             rate_bps,
-            queue_bytes: (rate_bps / 80).max(64 * 1024) as usize,
+            queue_bytes: (rate_bps / 80).max(64 * 1024).try_into().unwrap_or(usize::MAX),
+            queue_packets: None,
             loss: LossModel::Iid { p: 0.0 },
             duplicate: 0.0,
             reorder: 0.0,
@@ -104,7 +155,13 @@ impl LinkParams {
         if let Some(&p) = probs.iter().find(|p| !(0.0..=1.0).contains(*p)) {
             return Err(LinkError::Probability(p));
         }
-        Ok(())
+        if self.owd > MAX_DELAY {
+            return Err(LinkError::TooLong("owd"));
+        }
+        if self.reorder_delay > MAX_DELAY {
+            return Err(LinkError::TooLong("reorder_delay"));
+        }
+        self.jitter.validate()
     }
 }
 
@@ -115,24 +172,66 @@ pub enum LinkError {
     ZeroRate,
     #[error("probability {0} outside [0, 1]")]
     Probability(f64),
+    #[error("{0} longer than a day")]
+    TooLong(&'static str),
+    #[error("Pareto shape {0} must be positive and finite")]
+    ParetoShape(f64),
 }
 
 /// What became of the packets offered to a direction.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkStats {
+    /// Packets offered to [`Link::send`] (the "sent" counter).
     pub offered: u64,
     pub offered_bytes: u64,
+    /// Dropped by the loss model.
     pub lost: u64,
+    /// Dropped because the queue was full.
     pub queue_drops: u64,
+    /// Extra copies made.
     pub duplicated: u64,
+    /// Packets held back by `reorder_delay`.
     pub reordered: u64,
+    /// Deliveries of an original packet after a later-sent one was delivered (reordering
+    /// observed at the receiver, whatever caused it: jitter or `reorder`).
+    pub out_of_order: u64,
+    /// Packets handed out by [`Link::poll_deliver`], copies included.
     pub delivered: u64,
+}
+
+/// What [`Link::send`] did with a packet. The verdict on loss is known to the model at once;
+/// a sender must not act on it (it is for tests and traces).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOutcome {
+    /// Queued; it will be delivered (at least once).
+    Accepted,
+    /// Serialized but lost on the way.
+    Lost,
+    /// Dropped at the tail of a full queue.
+    QueueFull,
+}
+
+/// A packet coming out of a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery<P> {
+    /// When it arrives (the time `poll_timeout` reported).
+    pub at: Instant,
+    /// When it was offered to `send`.
+    pub sent_at: Instant,
+    /// This is the extra copy of a duplicated packet.
+    pub duplicate: bool,
+    pub packet: P,
 }
 
 #[derive(Debug)]
 struct InFlight<P> {
     at: Instant,
+    /// Push order: ties in `at` come out first-in first-out.
     seq: u64,
+    /// Send order of the original packet.
+    id: u64,
+    sent_at: Instant,
+    duplicate: bool,
     pkt: P,
 }
 
@@ -160,7 +259,12 @@ pub struct Link<P> {
     rng: ChaCha8Rng,
     bad: bool,
     busy_until: Instant,
+    /// When each packet still in the transmitter's queue finishes serializing.
+    departures: VecDeque<Instant>,
     seq: u64,
+    next_id: u64,
+    /// Highest id delivered so far, plus one (0: none yet).
+    delivered_up_to: u64,
     q: BinaryHeap<Reverse<InFlight<P>>>,
     stats: LinkStats,
 }
@@ -174,7 +278,10 @@ impl<P: Clone> Link<P> {
             rng: ChaCha8Rng::seed_from_u64(seed),
             bad: false,
             busy_until: Instant::ZERO,
+            departures: VecDeque::new(),
             seq: 0,
+            next_id: 0,
+            delivered_up_to: 0,
             q: BinaryHeap::new(),
             stats: LinkStats::default(),
         })
@@ -185,7 +292,7 @@ impl<P: Clone> Link<P> {
     }
 
     /// Changes the parameters from now on (a fault injected as data: a partition is loss 1).
-    /// Packets already in flight keep their arrival times.
+    /// Packets already queued or in flight keep their arrival times.
     pub fn set_params(&mut self, p: LinkParams) -> Result<(), LinkError> {
         p.validate()?;
         self.p = p;
@@ -194,6 +301,14 @@ impl<P: Clone> Link<P> {
 
     pub fn stats(&self) -> LinkStats {
         self.stats
+    }
+
+    /// Packets waiting for or being serialized by the transmitter at `now`.
+    pub fn queued_packets(&mut self, now: Instant) -> usize {
+        while self.departures.front().is_some_and(|&d| d <= now) {
+            self.departures.pop_front();
+        }
+        self.departures.len()
     }
 
     fn lose(&mut self) -> bool {
@@ -207,6 +322,8 @@ impl<P: Clone> Link<P> {
     }
 
     fn jitter(&mut self) -> Duration {
+        // `random::<f64>()` is in [0, 1); every factor below is finite and bounded, and the
+        // parameters are bounded by `MAX_DELAY`, so `mul_f64` cannot overflow.
         match self.p.jitter {
             Jitter::None => Duration::ZERO,
             Jitter::Uniform { max } => max.mul_f64(self.rng.random()),
@@ -214,32 +331,46 @@ impl<P: Clone> Link<P> {
                 // Box-Muller from two uniforms; |z| truncated at 4.
                 let (u1, u2): (f64, f64) = (self.rng.random::<f64>().max(1e-12), self.rng.random());
                 let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-                sigma.mul_f64(z.clamp(0.0, 4.0))
+                sigma.mul_f64(z.abs().min(4.0))
+            }
+            Jitter::Exponential { mean } => {
+                let u: f64 = self.rng.random();
+                mean.mul_f64((-(1.0 - u).ln()).min(20.0))
+            }
+            Jitter::Pareto { scale, shape } => {
+                let u: f64 = self.rng.random();
+                let x = (1.0 - u).powf(-1.0 / shape) - 1.0;
+                scale.mul_f64(if x.is_finite() { x.clamp(0.0, 1000.0) } else { 1000.0 })
             }
         }
     }
 
-    fn push(&mut self, at: Instant, pkt: P) {
+    fn push(&mut self, at: Instant, id: u64, sent_at: Instant, duplicate: bool, pkt: P) {
         self.seq += 1;
-        self.q.push(Reverse(InFlight { at, seq: self.seq, pkt }));
+        self.q.push(Reverse(InFlight { at, seq: self.seq, id, sent_at, duplicate, pkt }));
     }
 
-    /// Offers a packet of `wire_len` bytes at `now` (times must not go backwards).
-    pub fn send(&mut self, now: Instant, wire_len: usize, pkt: P) {
+    /// Offers a packet of `wire_len` bytes at `now`. Times should not go backwards; if they
+    /// do, the packet simply queues behind what is already there.
+    pub fn send(&mut self, now: Instant, wire_len: usize, pkt: P) -> SendOutcome {
         self.stats.offered += 1;
         self.stats.offered_bytes += wire_len as u64;
         let start = self.busy_until.max(now);
         let backlog = (start - now).as_secs_f64() * self.p.rate_bps as f64 / 8.0;
-        if backlog + wire_len as f64 > self.p.queue_bytes as f64 {
+        let full_packets = self.p.queue_packets.is_some_and(|limit| self.queued_packets(now) >= limit);
+        if full_packets || backlog + wire_len as f64 > self.p.queue_bytes as f64 {
             self.stats.queue_drops += 1;
-            return;
+            return SendOutcome::QueueFull;
         }
-        let tx = Duration::from_nanos((wire_len as u64 * 8 * 1_000_000_000).div_ceil(self.p.rate_bps));
-        self.busy_until = start + tx;
+        let tx_ns = (wire_len as u128 * 8 * 1_000_000_000).div_ceil(u128::from(self.p.rate_bps));
+        self.busy_until = start + Duration::from_nanos(u64::try_from(tx_ns).unwrap_or(u64::MAX));
+        self.departures.push_back(self.busy_until);
         if self.lose() {
             self.stats.lost += 1;
-            return;
+            return SendOutcome::Lost;
         }
+        let id = self.next_id;
+        self.next_id += 1;
         let mut at = self.busy_until + self.p.owd + self.jitter();
         if self.p.reorder > 0.0 && self.rng.random_bool(self.p.reorder) {
             self.stats.reordered += 1;
@@ -248,23 +379,41 @@ impl<P: Clone> Link<P> {
         if self.p.duplicate > 0.0 && self.rng.random_bool(self.p.duplicate) {
             self.stats.duplicated += 1;
             let dup_at = at + self.jitter();
-            self.push(dup_at, pkt.clone());
+            self.push(dup_at, id, now, true, pkt.clone());
         }
-        self.push(at, pkt);
+        self.push(at, id, now, false, pkt);
+        SendOutcome::Accepted
     }
 
     /// When the next packet arrives.
-    pub fn next_at(&self) -> Option<Instant> {
+    pub fn poll_timeout(&self) -> Option<Instant> {
         self.q.peek().map(|x| x.0.at)
     }
 
-    /// The next packet due by `now`, in arrival order.
-    pub fn pop_due(&mut self, now: Instant) -> Option<P> {
-        if self.next_at()? > now {
+    /// Same as [`Link::poll_timeout`].
+    pub fn next_at(&self) -> Option<Instant> {
+        self.poll_timeout()
+    }
+
+    /// The next packet due by `now`, in arrival order (ties in the order they were sent).
+    pub fn poll_deliver(&mut self, now: Instant) -> Option<Delivery<P>> {
+        if self.poll_timeout()? > now {
             return None;
         }
+        let Reverse(f) = self.q.pop()?;
         self.stats.delivered += 1;
-        self.q.pop().map(|x| x.0.pkt)
+        if !f.duplicate {
+            if f.id + 1 < self.delivered_up_to {
+                self.stats.out_of_order += 1;
+            }
+            self.delivered_up_to = self.delivered_up_to.max(f.id + 1);
+        }
+        Some(Delivery { at: f.at, sent_at: f.sent_at, duplicate: f.duplicate, packet: f.pkt })
+    }
+
+    /// The payload of [`Link::poll_deliver`].
+    pub fn pop_due(&mut self, now: Instant) -> Option<P> {
+        self.poll_deliver(now).map(|d| d.packet)
     }
 }
 
@@ -276,12 +425,20 @@ pub struct Duplex<P> {
 }
 
 impl<P: Clone> Duplex<P> {
-    /// `up` and `down` parameters; their random streams derive from `seed`.
+    /// `up` and `down` parameters; their random streams derive from `seed` (and differ).
     pub fn new(up: LinkParams, down: LinkParams, seed: u64) -> Result<Self, LinkError> {
         Ok(Duplex {
             up: Link::new(up, seed.wrapping_mul(2).wrapping_add(1))?,
             down: Link::new(down, seed.wrapping_mul(2).wrapping_add(2))?,
         })
+    }
+
+    /// The earlier of the two directions' next arrivals.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match (self.up.poll_timeout(), self.down.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -396,5 +553,164 @@ mod tests {
         assert_eq!(Link::<u8>::new(bad, 1).unwrap_err(), LinkError::Probability(1.5));
         let bad = LinkParams { duplicate: -0.1, ..base() };
         assert!(Link::<u8>::new(bad, 1).is_err());
+    }
+
+    #[test]
+    fn send_reports_and_deliveries_carry_times() {
+        let p = LinkParams { queue_bytes: 1500, loss: LossModel::Iid { p: 0.0 }, ..base() };
+        let mut l = Link::new(p, 1).unwrap();
+        assert_eq!(l.send(Instant::from_millis(1), 1000, 'a'), SendOutcome::Accepted);
+        assert_eq!(l.send(Instant::from_millis(1), 1000, 'b'), SendOutcome::QueueFull);
+        assert_eq!(l.poll_timeout(), Some(Instant::from_millis(52)));
+        assert_eq!(l.poll_deliver(Instant::from_millis(51)), None);
+        let d = l.poll_deliver(Instant::from_millis(60)).unwrap();
+        assert_eq!(
+            (d.at, d.sent_at, d.duplicate, d.packet),
+            (Instant::from_millis(52), Instant::from_millis(1), false, 'a')
+        );
+        let mut lossy = Link::new(LinkParams { loss: LossModel::Iid { p: 1.0 }, ..base() }, 1).unwrap();
+        assert_eq!(lossy.send(Instant::ZERO, 10, 'x'), SendOutcome::Lost);
+        assert_eq!(lossy.poll_timeout(), None);
+    }
+
+    #[test]
+    fn packet_limit_drops_tail_and_frees_as_packets_leave() {
+        let p = LinkParams { queue_bytes: usize::MAX, queue_packets: Some(3), ..base() };
+        let mut l = Link::new(p, 1).unwrap();
+        let outcomes: Vec<_> = (0..5).map(|i| l.send(Instant::ZERO, 1000, i)).collect();
+        assert_eq!(outcomes.iter().filter(|&&o| o == SendOutcome::QueueFull).count(), 2);
+        assert_eq!(l.queued_packets(Instant::ZERO), 3);
+        // 1 ms per packet at 8 Mbit/s: after 1 ms the first has left.
+        assert_eq!(l.queued_packets(Instant::from_millis(1)), 2);
+        assert_eq!(l.send(Instant::from_millis(1), 1000, 9), SendOutcome::Accepted);
+        assert_eq!(l.stats().queue_drops, 2);
+    }
+
+    #[test]
+    fn reordering_is_counted_where_it_is_seen() {
+        let p = LinkParams {
+            reorder: 0.2,
+            reorder_delay: Duration::from_millis(5),
+            queue_bytes: usize::MAX,
+            ..LinkParams::clean(Duration::from_millis(10), 1_000_000_000)
+        };
+        let mut l = Link::new(p, 4).unwrap();
+        for i in 0..5_000u64 {
+            l.send(Instant::from_micros(i * 100), 100, i);
+        }
+        let mut late = 0;
+        let mut max_seen = None;
+        while let Some(d) = l.poll_deliver(Instant::FAR_FUTURE) {
+            if max_seen.is_some_and(|m| d.packet < m) {
+                late += 1;
+            }
+            max_seen = max_seen.max(Some(d.packet));
+        }
+        let s = l.stats();
+        assert_eq!(s.out_of_order, late);
+        // A packet held back by 5 ms while others follow every 0.1 ms is always overtaken.
+        assert_eq!(s.out_of_order, s.reordered);
+        assert!((800..1200).contains(&s.reordered), "{s:?}");
+    }
+
+    #[test]
+    fn exponential_and_pareto_jitter_have_their_means() {
+        let ms = Duration::from_millis(1);
+        for (j, mean) in [(Jitter::Exponential { mean: ms }, 1.0), (Jitter::Pareto { scale: ms, shape: 3.0 }, 0.5)] {
+            let p = LinkParams { jitter: j, queue_bytes: usize::MAX, ..LinkParams::clean(Duration::ZERO, u64::MAX) };
+            let mut l = Link::new(p, 11).unwrap();
+            let n = 100_000u64;
+            for i in 0..n {
+                l.send(Instant::from_millis(i * 1000), 1, i);
+            }
+            let mut sum = 0.0;
+            while let Some(d) = l.poll_deliver(Instant::FAR_FUTURE) {
+                sum += (d.at - d.sent_at).as_secs_f64() * 1e3;
+            }
+            let got = sum / n as f64;
+            assert!((got - mean).abs() < 0.05 * mean, "{j:?}: mean {got} ms, expected {mean}");
+        }
+    }
+
+    #[test]
+    fn extreme_parameters_are_rejected_not_panicked_on() {
+        let day = MAX_DELAY + Duration::from_secs(1);
+        assert_eq!(Link::<u8>::new(LinkParams { owd: day, ..base() }, 1).unwrap_err(), LinkError::TooLong("owd"));
+        let j = Jitter::Normal { sigma: Duration::MAX };
+        assert_eq!(Link::<u8>::new(LinkParams { jitter: j, ..base() }, 1).unwrap_err(), LinkError::TooLong("jitter"));
+        let j = Jitter::Pareto { scale: Duration::from_millis(1), shape: f64::NAN };
+        assert!(matches!(Link::<u8>::new(LinkParams { jitter: j, ..base() }, 1), Err(LinkError::ParetoShape(_))));
+        let nan = LinkParams { loss: LossModel::Iid { p: f64::NAN }, ..base() };
+        assert!(Link::<u8>::new(nan, 1).is_err());
+        // Enormous packets on a slow link saturate time instead of overflowing.
+        let mut l = Link::new(LinkParams { queue_bytes: usize::MAX, ..LinkParams::clean(MAX_DELAY, 1) }, 1).unwrap();
+        assert_eq!(l.send(Instant::FAR_FUTURE, usize::MAX, 0u8), SendOutcome::Accepted);
+        assert_eq!(l.pop_due(Instant::FAR_FUTURE), Some(0));
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn params() -> impl Strategy<Value = LinkParams> {
+            (
+                (0u64..200_000, 0u64..20_000, 0u8..5, 1u64..10_000_000_000),
+                (0usize..100_000, proptest::option::of(0usize..50)),
+                (0.0f64..=1.0, 0.0f64..=1.0, 0.0f64..=1.0, any::<bool>()),
+                (0.0f64..=1.0, 0.0f64..=1.0, 0u64..100_000),
+            )
+                .prop_map(|((owd, j, kind, rate), (qb, qp), (a, b, c, ge), (dup, reo, reo_us))| {
+                    let jd = Duration::from_micros(j);
+                    LinkParams {
+                        owd: Duration::from_micros(owd),
+                        jitter: match kind {
+                            0 => Jitter::None,
+                            1 => Jitter::Uniform { max: jd },
+                            2 => Jitter::Normal { sigma: jd },
+                            3 => Jitter::Exponential { mean: jd },
+                            _ => Jitter::Pareto { scale: jd, shape: 1.5 },
+                        },
+                        rate_bps: rate,
+                        queue_bytes: qb,
+                        queue_packets: qp,
+                        loss: if ge {
+                            LossModel::GilbertElliott { p_gb: a, p_bg: b, loss_good: 0.0, loss_bad: c }
+                        } else {
+                            LossModel::Iid { p: a }
+                        },
+                        duplicate: dup,
+                        reorder: reo,
+                        reorder_delay: Duration::from_micros(reo_us),
+                    }
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+            /// Every offered packet is queued-dropped, lost or delivered (copies on top), in
+            /// arrival-time order, never before it was sent plus the one-way delay.
+            #[test]
+            fn packets_are_conserved(p in params(), seed in any::<u64>(), sends in proptest::collection::vec((0u64..5_000, 1usize..3000), 0..200)) {
+                let mut l = Link::new(p, seed).unwrap();
+                let mut now = Instant::ZERO;
+                let mut got = vec![];
+                for (i, &(gap_us, len)) in sends.iter().enumerate() {
+                    now += Duration::from_micros(gap_us);
+                    l.send(now, len, i);
+                    while let Some(d) = l.poll_deliver(now) {
+                        got.push(d);
+                    }
+                }
+                while let Some(d) = l.poll_deliver(Instant::FAR_FUTURE) {
+                    got.push(d);
+                }
+                let s = l.stats();
+                prop_assert_eq!(s.offered, sends.len() as u64);
+                prop_assert_eq!(s.delivered, got.len() as u64);
+                prop_assert_eq!(s.delivered, s.offered - s.lost - s.queue_drops + s.duplicated);
+                prop_assert!(got.iter().all(|d| d.at >= d.sent_at + p.owd));
+                prop_assert!(got.iter().filter(|d| d.duplicate).count() as u64 == s.duplicated);
+            }
+        }
     }
 }
