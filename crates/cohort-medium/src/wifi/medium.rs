@@ -5,27 +5,38 @@ use super::{Ac, EdcaParams, Phy};
 use cohort_time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 /// Per-station settings.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct StationConfig {
-    /// Frames each access-category queue holds (the hardware queue).
+    /// Frames each access-category queue holds: the WNIC's hardware queue (seed 000 §II-C).
+    /// 64 is a typical per-AC ring of a mac80211 driver such as mt76.
     pub queue_depth: usize,
     /// Unicast data rate; `None` uses the channel's.
     pub data_mbps: Option<f64>,
     /// Probability that a frame *to* this station is corrupted (retried if unicast).
     pub fer: f64,
-    /// Transmission attempts after the first before a unicast frame is dropped.
-    pub retry_limit: u8,
-    /// Unicast frames longer than this (MSDU bytes) are preceded by RTS/CTS; `None`: never.
+    /// Transmission attempts of a frame no longer than the RTS threshold before it is dropped
+    /// (dot11ShortRetryLimit, default 7, 802.11-2016 Annex C). 255: never dropped, as in
+    /// Bianchi's model.
+    #[serde(alias = "retry_limit")]
+    pub short_retry_limit: u8,
+    /// Transmission attempts of a frame longer than the RTS threshold (so protected by
+    /// RTS/CTS) before it is dropped (dot11LongRetryLimit, default 4).
+    pub long_retry_limit: u8,
+    /// Unicast frames longer than this (MSDU bytes) are preceded by RTS/CTS; `None`: never
+    /// (dot11RTSThreshold off, the default of Linux and ns-3).
     pub rts_threshold: Option<usize>,
     /// A-MPDU limits per access category (indexed by [`Ac`]); one frame means no aggregation.
     pub ampdu: [AmpduLimit; 4],
 }
 
-/// How many frames, and bytes, one A-MPDU of an access category may carry.
+/// How many frames, and bytes, one A-MPDU of an access category may carry. A non-zero TXOP
+/// limit of the category bounds the A-MPDU's air time too (with its block ack).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AmpduLimit {
     pub max_frames: u16,
@@ -35,8 +46,11 @@ pub struct AmpduLimit {
 impl AmpduLimit {
     /// No aggregation.
     pub const OFF: AmpduLimit = AmpduLimit { max_frames: 1, max_bytes: 65_535 };
-    /// 802.11n/ac-like: up to 64 MPDUs and 65 535 bytes.
+    /// 802.11n: a block-ack window of 64 MPDUs, 65 535-byte A-MPDUs (maximum A-MPDU length
+    /// exponent 3, 802.11-2016 9.4.2.56.3).
     pub const HT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 65_535 };
+    /// 802.11ac: 64 MPDUs, 1 048 575-byte A-MPDUs (exponent 7, 9.4.2.158.2).
+    pub const VHT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 1_048_575 };
 }
 
 impl Default for StationConfig {
@@ -45,28 +59,30 @@ impl Default for StationConfig {
             queue_depth: 64,
             data_mbps: None,
             fer: 0.0,
-            retry_limit: 7,
+            short_retry_limit: 7,
+            long_retry_limit: 4,
             rts_threshold: None,
             ampdu: [AmpduLimit::OFF; 4],
         }
     }
 }
 
-/// Control frame lengths: RTS 20, CTS 14, BlockAck (compressed) 32 bytes; per-MPDU delimiter 4.
+/// Control frame lengths (802.11-2016 9.3.1): RTS 20, CTS 14, compressed BlockAck 32 bytes;
+/// each A-MPDU subframe carries a 4-byte delimiter (9.7.1) and is padded to 4 bytes.
 const RTS_BYTES: usize = 20;
 const CTS_BYTES: usize = 14;
 const BLOCK_ACK_BYTES: usize = 32;
 const MPDU_DELIMITER: usize = 4;
 
 /// Where a frame goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Dest {
     Unicast(usize),
     Broadcast,
 }
 
 /// Why a frame was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum DropReason {
     /// The access category's queue was full (local congestion).
     QueueFull,
@@ -79,14 +95,15 @@ pub enum DropReason {
 /// What the medium reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MediumEvent<H> {
-    /// `to` received `handle` from `from` at `at` (end of the frame).
+    /// `to` received `handle` from `from` at `at` (end of the frame plus propagation).
     Delivered {
         from: usize,
         to: usize,
         handle: H,
         at: Instant,
     },
-    /// The sender is done with a frame: acknowledged (unicast) or sent (broadcast).
+    /// The sender is done with a frame: acknowledged (unicast) or sent (broadcast). This is
+    /// the driver's transmit-completion callback (seed 000 §IV-C).
     Sent {
         station: usize,
         ac: Ac,
@@ -103,13 +120,26 @@ pub enum MediumEvent<H> {
     },
 }
 
+impl<H> MediumEvent<H> {
+    /// When the event happens.
+    pub fn at(&self) -> Instant {
+        match self {
+            MediumEvent::Delivered { at, .. } | MediumEvent::Sent { at, .. } | MediumEvent::Dropped { at, .. } => *at,
+        }
+    }
+}
+
 /// An invalid configuration or request.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 pub enum MediumError {
     #[error("station {0} does not exist")]
     NoStation(usize),
-    #[error("invalid EDCA parameters {0:?}")]
+    #[error("station {0} cannot send a unicast frame to itself")]
+    SelfAddressed(usize),
+    #[error("invalid EDCA parameters {0:?}: need 1 <= aifsn, cw_min <= cw_max, both 2^k - 1, txop <= 1 s")]
     Edca(EdcaParams),
+    #[error("invalid PHY: {0}")]
+    Phy(&'static str),
     #[error("invalid station configuration: {0}")]
     Station(&'static str),
     #[error("queue full")]
@@ -120,14 +150,22 @@ pub enum MediumError {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AcStats {
     pub enqueued: u64,
+    /// Frames dropped because the hardware queue was full (local congestion).
     pub queue_drops: u64,
     pub retry_drops: u64,
+    /// PPDUs put on the air (an A-MPDU counts once; an RTS that collides counts once).
     pub attempts: u64,
+    /// Failed attempts: collisions, frames corrupted at the receiver, internal collisions.
     pub collisions: u64,
+    /// Frames delivered (acknowledged unicast, or sent broadcast).
     pub successes: u64,
     pub bytes_sent: u64,
+    /// Air time of this category's PPDUs (control responses not included).
     pub airtime: Duration,
+    /// Most frames ever waiting.
     pub max_queue: usize,
+    /// Frames waiting now (filled in by [`Medium::stats`]).
+    pub queue_len: usize,
 }
 
 #[derive(Debug)]
@@ -144,6 +182,7 @@ struct AcState<H> {
     /// Remaining backoff slots, counted from `count_from`.
     backoff: u32,
     count_from: Instant,
+    /// Failed attempts of the head frame so far.
     attempts: u8,
     stats: AcStats,
 }
@@ -152,6 +191,27 @@ struct AcState<H> {
 struct Station<H> {
     cfg: StationConfig,
     acs: [AcState<H>; 4],
+}
+
+/// A pending event, ordered by time and then by the order it was produced.
+#[derive(Debug)]
+struct Pending<H>(Instant, u64, MediumEvent<H>);
+
+impl<H> PartialEq for Pending<H> {
+    fn eq(&self, o: &Self) -> bool {
+        (self.0, self.1) == (o.0, o.1)
+    }
+}
+impl<H> Eq for Pending<H> {}
+impl<H> PartialOrd for Pending<H> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<H> Ord for Pending<H> {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.0, self.1).cmp(&(o.0, o.1))
+    }
 }
 
 /// The shared channel. See the [module docs](super).
@@ -163,10 +223,14 @@ pub struct Medium<H> {
     rng: ChaCha8Rng,
     /// The medium is busy until then; contention resumes after it.
     busy_until: Instant,
-    pending: VecDeque<(Instant, MediumEvent<H>)>,
+    pending: BinaryHeap<Reverse<Pending<H>>>,
+    seq: u64,
     airtime_busy: Duration,
     propagation: Duration,
     eifs: bool,
+    ack_timeout: bool,
+    /// Senders of failed frames in the current exchange, and when they gave up on the ACK.
+    timed_out: Vec<(usize, usize, Instant)>,
     /// EDCA (QoS) stations decrement once more when interrupted; see `transmit`.
     qos: bool,
 }
@@ -178,12 +242,16 @@ impl<H: Clone> Medium<H> {
         for e in &edca {
             e.validate()?;
         }
-        if phy.data_mbps <= 0.0 || phy.basic_mbps <= 0.0 {
-            return Err(MediumError::Station("rates must be positive"));
-        }
+        phy.validate().map_err(MediumError::Phy)?;
         for s in stations {
-            if !(0.0..=1.0).contains(&s.fer) || s.queue_depth == 0 || s.data_mbps.is_some_and(|r| r <= 0.0) {
-                return Err(MediumError::Station("fer in [0, 1], queue depth and rate positive"));
+            if !(0.0..=1.0).contains(&s.fer) {
+                return Err(MediumError::Station("fer must lie in [0, 1]"));
+            }
+            if s.queue_depth == 0 || s.short_retry_limit == 0 || s.long_retry_limit == 0 {
+                return Err(MediumError::Station("queue depth and retry limits must be at least 1"));
+            }
+            if let Some(r) = s.data_mbps {
+                Phy::validate_rate(r).map_err(MediumError::Station)?;
             }
         }
         let stations = stations
@@ -206,10 +274,13 @@ impl<H: Clone> Medium<H> {
             stations,
             rng: ChaCha8Rng::seed_from_u64(seed),
             busy_until: Instant::ZERO,
-            pending: VecDeque::new(),
+            pending: BinaryHeap::new(),
+            seq: 0,
             airtime_busy: Duration::ZERO,
             propagation: Duration::ZERO,
             eifs: false,
+            ack_timeout: false,
+            timed_out: Vec::new(),
             // A channel whose four categories share one parameter set is legacy DCF.
             qos: !edca.iter().all(|e| *e == edca[0]),
         })
@@ -218,20 +289,39 @@ impl<H: Clone> Medium<H> {
     /// Adds a propagation delay to every delivery (carrier sense stays instantaneous: stations
     /// are assumed close compared with a slot, 9 µs ≈ 2.7 km).
     pub fn with_propagation(mut self, d: Duration) -> Self {
-        self.propagation = d;
+        self.propagation = d.min(Duration::from_secs(1));
         self
     }
 
-    /// After a collision, make every station wait EIFS (SIFS + ACK time + AIFS) instead of
-    /// AIFS, as 802.11 prescribes after a frame that was received in error. Off by default,
-    /// matching Bianchi's "DIFS" model and ns-3's reference tables.
+    /// After a collision, make every station wait EIFS (SIFS + the ACK at the lowest rate +
+    /// AIFS) instead of AIFS, as 802.11 prescribes after a frame that was received in error
+    /// (10.3.2.3.7). Off by default, matching Bianchi's "DIFS" model and ns-3's reference
+    /// tables.
     pub fn with_eifs(mut self, on: bool) -> Self {
         self.eifs = on;
         self
     }
 
+    /// The sender of a failed unicast frame waits for the ACK timeout (SIFS + slot +
+    /// aRxPHYStartDelay, 10.3.2.9) before it backs off, while everyone else resumes after
+    /// AIFS. Off by default: Bianchi's model charges a collision `frame + DIFS` to everyone.
+    pub fn with_ack_timeout(mut self, on: bool) -> Self {
+        self.ack_timeout = on;
+        self
+    }
+
+    /// EIFS and ACK timeouts as 802.11 specifies them: the most faithful setting, slightly
+    /// below Bianchi's throughput under heavy collisions.
+    pub fn standard_timing(self) -> Self {
+        self.with_eifs(true).with_ack_timeout(true)
+    }
+
     pub fn phy(&self) -> &Phy {
         &self.phy
+    }
+
+    pub fn edca(&self) -> &[EdcaParams; 4] {
+        &self.edca
     }
 
     pub fn stations(&self) -> usize {
@@ -240,7 +330,8 @@ impl<H: Clone> Medium<H> {
 
     /// Counters of a station's access category.
     pub fn stats(&self, station: usize, ac: Ac) -> Option<AcStats> {
-        self.stations.get(station).map(|s| s.acs[ac.index()].stats)
+        let s = &self.stations.get(station)?.acs[ac.index()];
+        Some(AcStats { queue_len: s.queue.len(), ..s.stats })
     }
 
     /// Frames waiting in a station's queue.
@@ -258,8 +349,15 @@ impl<H: Clone> Medium<H> {
         self.stations[st].acs[ac].backoff = self.rng.random_range(0..=u32::from(cw));
     }
 
+    fn emit(&mut self, ev: MediumEvent<H>) {
+        self.seq += 1;
+        self.pending.push(Reverse(Pending(ev.at(), self.seq, ev)));
+    }
+
     /// Offers a frame of `bytes` (the MSDU: the payload, without MAC header) from `station` in
-    /// access category `ac`. A full queue drops it (reported and counted).
+    /// access category `ac` (see [`Ac::from_dscp`] and [`Ac::from_user_priority`]). A full
+    /// queue drops it: reported as an event, counted, and returned as
+    /// [`MediumError::QueueFull`].
     pub fn enqueue(
         &mut self,
         now: Instant,
@@ -270,26 +368,41 @@ impl<H: Clone> Medium<H> {
         handle: H,
     ) -> Result<(), MediumError> {
         let n = self.stations.len();
-        if station >= n || matches!(dest, Dest::Unicast(d) if d >= n || d == station) {
-            return Err(MediumError::NoStation(if station >= n { station } else { n }));
+        if station >= n {
+            return Err(MediumError::NoStation(station));
         }
+        match dest {
+            Dest::Unicast(d) if d >= n => return Err(MediumError::NoStation(d)),
+            Dest::Unicast(d) if d == station => return Err(MediumError::SelfAddressed(d)),
+            _ => {}
+        }
+        // Backoff counts on the slot grid that starts when the medium's AIFS ends, so that
+        // stations whose counters reach zero in the same slot really do collide.
         let aifs = self.phy.aifs(self.edca[ac.index()].aifsn);
-        let start = self.busy_until.max(now.saturating_sub(aifs)) + aifs;
+        let grid = self.busy_until + aifs;
+        let start = if now <= grid {
+            grid
+        } else {
+            let slot = self.phy.slot.as_nanos().max(1);
+            let slots = (now - grid).as_nanos().div_ceil(slot);
+            grid + Duration::from_nanos(u64::try_from(slots * slot).unwrap_or(u64::MAX))
+        };
         let depth = self.stations[station].cfg.queue_depth;
         let s = &mut self.stations[station].acs[ac.index()];
         s.stats.enqueued += 1;
         if s.queue.len() >= depth {
             s.stats.queue_drops += 1;
-            self.pending
-                .push_back((now, MediumEvent::Dropped { station, ac, handle, at: now, reason: DropReason::QueueFull }));
+            self.emit(MediumEvent::Dropped { station, ac, handle, at: now, reason: DropReason::QueueFull });
             return Err(MediumError::QueueFull);
         }
         let was_empty = s.queue.is_empty();
         s.queue.push_back(Frame { handle, dest, bytes });
         s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
         if was_empty {
-            // A frame arriving at an idle queue starts a fresh backoff (no immediate access).
+            // A frame arriving at an idle queue starts a fresh backoff (no immediate access;
+            // ns-3 and most drivers behave alike under load).
             s.count_from = start;
+            s.attempts = 0;
             self.draw_backoff(station, ac.index());
         }
         Ok(())
@@ -305,22 +418,25 @@ impl<H: Clone> Medium<H> {
         (0..self.stations.len()).flat_map(|st| (0..4).filter_map(move |ac| self.tx_time(st, ac))).min()
     }
 
-    /// When `handle_timeout` next has something to do.
+    /// When `handle_timeout` or `poll_event` next has something to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let ev = self.pending.iter().map(|e| e.0).min();
+        let ev = self.pending.peek().map(|e| e.0.0);
         match (ev, self.next_tx()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// The next event due by the last `handle_timeout`.
+    /// The next event due by `now`, in time order.
     pub fn poll_event(&mut self, now: Instant) -> Option<MediumEvent<H>> {
-        let i = self.pending.iter().position(|e| e.0 <= now)?;
-        self.pending.remove(i).map(|e| e.1)
+        if self.pending.peek()?.0.0 > now {
+            return None;
+        }
+        self.pending.pop().map(|e| e.0.2)
     }
 
-    /// Runs every transmission that starts by `now`.
+    /// Runs every transmission that starts by `now`. The outcome of an exchange (deliveries,
+    /// acknowledgements) is decided when it starts and reported at the times it happens.
     pub fn handle_timeout(&mut self, now: Instant) {
         while let Some(t) = self.next_tx() {
             if t > now {
@@ -330,20 +446,34 @@ impl<H: Clone> Medium<H> {
         }
     }
 
+    fn rate(&self, st: usize) -> f64 {
+        self.stations[st].cfg.data_mbps.unwrap_or(self.phy.data_mbps)
+    }
+
     /// What goes on the air first when `(st, ac)` wins access: the RTS, or the frame (or
     /// aggregate) itself.
     fn first_air(&self, st: usize, ac: usize) -> Duration {
         let q = &self.stations[st].acs[ac].queue;
         let Some(f) = q.front() else { return Duration::ZERO };
-        if self.uses_rts(st, f) { self.phy.duration(RTS_BYTES, self.phy.basic_mbps) } else { self.aggregate(st, ac).1 }
+        if self.uses_rts(st, f) {
+            self.phy.legacy_duration(RTS_BYTES, self.phy.basic_mbps)
+        } else {
+            self.aggregate(st, ac).1
+        }
     }
 
     fn uses_rts(&self, st: usize, f: &Frame<H>) -> bool {
         matches!(f.dest, Dest::Unicast(_)) && self.stations[st].cfg.rts_threshold.is_some_and(|t| f.bytes > t)
     }
 
+    /// The acknowledgement of a PPDU of `k` frames: an ACK, or a compressed block ack.
+    fn response(&self, k: usize) -> Duration {
+        if k > 1 { self.phy.legacy_duration(BLOCK_ACK_BYTES, self.phy.basic_mbps) } else { self.phy.ack_duration() }
+    }
+
     /// How many frames from the queue front go in the next PPDU, and its air time: unicast
-    /// frames to the same station within the A-MPDU limits, or just the front frame.
+    /// frames to the same station within the A-MPDU limits (and, if the category has a TXOP
+    /// limit, within it together with SIFS and the block ack), or just the front frame.
     fn aggregate(&self, st: usize, ac: usize) -> (usize, Duration) {
         let q = &self.stations[st].acs[ac].queue;
         let Some(first) = q.front() else { return (0, Duration::ZERO) };
@@ -351,17 +481,27 @@ impl<H: Clone> Medium<H> {
         if first.dest == Dest::Broadcast || limit.max_frames <= 1 {
             return (1, self.duration(st, first));
         }
-        let (mut k, mut bytes) = (0usize, 0usize);
+        let rate = self.rate(st);
+        let txop = self.edca[ac].txop;
+        let block_ack = self.phy.sifs + self.response(2);
+        let (mut k, mut bytes, mut air) = (0usize, 0usize, Duration::ZERO);
         for f in q.iter().take(usize::from(limit.max_frames)) {
-            let b = f.bytes + self.mac_overhead() + MPDU_DELIMITER;
-            if f.dest != first.dest || (k > 0 && bytes + b > limit.max_bytes as usize) {
+            // Subframes are padded to a multiple of 4 bytes, except the last (ignored here).
+            let b = (f.bytes + self.mac_overhead()).next_multiple_of(4) + MPDU_DELIMITER;
+            if f.dest != first.dest {
+                break;
+            }
+            let next_air = self.phy.duration(bytes + b, rate);
+            let too_big = bytes + b > limit.max_bytes as usize;
+            let too_long = !txop.is_zero() && next_air + block_ack > txop;
+            if k > 0 && (too_big || too_long) {
                 break;
             }
             k += 1;
             bytes += b;
+            air = next_air;
         }
-        let rate = self.stations[st].cfg.data_mbps.unwrap_or(self.phy.data_mbps);
-        (k, self.phy.duration(bytes, rate))
+        (k, air)
     }
 
     fn mac_overhead(&self) -> usize {
@@ -369,16 +509,16 @@ impl<H: Clone> Medium<H> {
     }
 
     fn duration(&self, st: usize, f: &Frame<H>) -> Duration {
-        let rate = match f.dest {
-            Dest::Broadcast => self.phy.basic_mbps,
-            Dest::Unicast(_) => self.stations[st].cfg.data_mbps.unwrap_or(self.phy.data_mbps),
-        };
-        self.phy.duration(f.bytes + self.mac_overhead(), rate)
+        let bytes = f.bytes + self.mac_overhead();
+        match f.dest {
+            Dest::Broadcast => self.phy.legacy_duration(bytes, self.phy.basic_mbps),
+            Dest::Unicast(_) => self.phy.duration(bytes, self.rate(st)),
+        }
     }
 
     fn transmit(&mut self, t: Instant) {
         // Who starts now: at most one access category per station, the highest (an internal
-        // collision sends the others into backoff as if they had collided).
+        // collision sends the others into backoff as if they had collided, 10.22.2.4).
         let mut on_air: Vec<(usize, usize)> = vec![];
         let mut internal: Vec<(usize, usize)> = vec![];
         for st in 0..self.stations.len() {
@@ -390,7 +530,9 @@ impl<H: Clone> Medium<H> {
         }
         let started: Vec<(usize, usize)> = on_air.iter().chain(&internal).copied().collect();
         let collided = on_air.len() > 1;
+        self.timed_out.clear();
         let mut end = t;
+        let mut busy_end;
         if collided {
             // Everyone's first transmission (RTS, frame or aggregate) is lost; `succeed`
             // accounts for a lone winner's exchanges itself.
@@ -400,28 +542,29 @@ impl<H: Clone> Medium<H> {
                 self.stations[st].acs[ac].stats.airtime += air;
                 end = end.max(t + air);
             }
-        }
-        let mut busy_end = end;
-        if collided && self.eifs {
-            busy_end = end + self.phy.sifs + self.phy.ack_duration();
-        }
-        if collided {
+            busy_end = end;
+            if self.eifs {
+                // EIFS - DIFS: the extra wait after a frame received in error.
+                busy_end = end + (self.phy.eifs() - self.phy.difs());
+            }
             for &(st, ac) in &on_air {
-                self.failed(st, ac, t, end);
+                self.failed(st, ac, end, true);
             }
         } else if let Some(&(st, ac)) = on_air.first() {
             busy_end = self.succeed(st, ac, t);
+        } else {
+            busy_end = t;
         }
         for (st, ac) in internal {
-            self.failed(st, ac, t, end);
+            self.failed(st, ac, end, false);
         }
         self.airtime_busy += busy_end - t;
         // Everyone else froze at `t` and resumes counting after the busy period and its AIFS.
         let qos = self.qos;
+        let slot = self.phy.slot.as_nanos().max(1);
         for st in 0..self.stations.len() {
             for ac in 0..4 {
                 let aifs = self.phy.aifs(self.edca[ac].aifsn);
-                let slot = self.phy.slot.as_nanos() as u64;
                 let s = &mut self.stations[st].acs[ac];
                 if s.queue.is_empty() {
                     continue;
@@ -430,12 +573,23 @@ impl<H: Clone> Medium<H> {
                     // Idle slots counted since its AIFS ended. An EDCA function also decrements
                     // at the slot boundary that ends AIFS itself (802.11-2016 10.22.2.4; ns-3
                     // models it the same way), a DCF one only after each idle slot.
-                    let elapsed = ((t - s.count_from).as_nanos() as u64 / slot) as u32 + u32::from(qos);
-                    s.backoff = s.backoff.saturating_sub(elapsed);
+                    let idle = u32::try_from((t - s.count_from).as_nanos() / slot).unwrap_or(u32::MAX);
+                    s.backoff = s.backoff.saturating_sub(idle.saturating_add(u32::from(qos)));
                 }
                 s.count_from = s.count_from.max(busy_end + aifs);
             }
         }
+        // Senders that waited for an ACK in vain back off from their ACK timeout instead
+        // (they heard no frame in error, so no EIFS for them).
+        let timed_out = std::mem::take(&mut self.timed_out);
+        for &(st, ac, at) in &timed_out {
+            let aifs = self.phy.aifs(self.edca[ac].aifsn);
+            let s = &mut self.stations[st].acs[ac];
+            if !s.queue.is_empty() {
+                s.count_from = (at + aifs).max(at + self.phy.ack_timeout());
+            }
+        }
+        self.timed_out = timed_out;
         self.busy_until = self.busy_until.max(busy_end);
     }
 
@@ -452,20 +606,19 @@ impl<H: Clone> Medium<H> {
             if rts {
                 // RTS, SIFS, CTS, SIFS, then the data.
                 let basic = self.phy.basic_mbps;
-                at += self.phy.duration(RTS_BYTES, basic)
+                at += self.phy.legacy_duration(RTS_BYTES, basic)
                     + self.phy.sifs
-                    + self.phy.duration(CTS_BYTES, basic)
+                    + self.phy.legacy_duration(CTS_BYTES, basic)
                     + self.phy.sifs;
             }
             let end = at + air;
             let arrive = end + self.propagation;
             match dest {
                 Dest::Broadcast => {
-                    let f = self.stations[st].acs[ac].queue.pop_front().expect("front checked");
+                    let Some(f) = self.stations[st].acs[ac].queue.pop_front() else { break };
                     for to in (0..self.stations.len()).filter(|&to| to != st) {
                         if !self.rng.random_bool(self.stations[to].cfg.fer) {
-                            let ev = MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive };
-                            self.pending.push_back((arrive, ev));
+                            self.emit(MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive });
                         }
                     }
                     self.done(st, ac, f.handle, end, f.bytes);
@@ -474,27 +627,22 @@ impl<H: Clone> Medium<H> {
                 Dest::Unicast(to) => {
                     let fer = self.stations[to].cfg.fer;
                     let ok: Vec<bool> = (0..k).map(|_| !self.rng.random_bool(fer)).collect();
-                    let response = if k > 1 {
-                        self.phy.duration(BLOCK_ACK_BYTES, self.phy.basic_mbps)
-                    } else {
-                        self.phy.ack_duration()
-                    };
+                    let response = self.response(k);
                     if !ok.iter().any(|&o| o) {
-                        // Nothing got through: no (block) ACK; the sender times out and backs off.
-                        self.failed(st, ac, at, end);
-                        return end + self.phy.sifs + response;
+                        // Nothing got through: no (block) ACK; the sender times out and backs
+                        // off. Without the ACK-timeout option the medium counts as busy for
+                        // the missing response (Bianchi's T_s for every attempt).
+                        self.failed(st, ac, end, true);
+                        return if self.ack_timeout { end } else { end + self.phy.sifs + response };
                     }
                     at = end + self.phy.sifs + response;
                     // Delivered subframes leave the queue; lost ones stay at the front, in order,
                     // and count one more attempt for the head.
                     let mut kept = VecDeque::new();
                     for good in ok.iter().copied() {
-                        let f = self.stations[st].acs[ac].queue.pop_front().expect("aggregate frames are queued");
+                        let Some(f) = self.stations[st].acs[ac].queue.pop_front() else { break };
                         if good {
-                            self.pending.push_back((
-                                arrive,
-                                MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive },
-                            ));
+                            self.emit(MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive });
                             self.done(st, ac, f.handle, at, f.bytes);
                         } else {
                             kept.push_back(f);
@@ -505,17 +653,16 @@ impl<H: Clone> Medium<H> {
                         self.stations[st].acs[ac].queue.push_front(f);
                     }
                     if retry {
-                        self.failed(st, ac, at, at);
+                        // The block ack came back: no timeout, but the window doubles.
+                        self.failed(st, ac, at, false);
                         return at;
                     }
                 }
             }
-            // Within a TXOP, the next exchange of the same category follows after SIFS if it
-            // still fits.
-            // The whole exchange, its acknowledgement included, must end within the TXOP.
+            // Within a TXOP, the next exchange of the same category follows after SIFS if the
+            // whole of it, its acknowledgement included, still ends within the TXOP limit.
             let (k, next) = self.aggregate(st, ac);
-            let response =
-                if k > 1 { self.phy.duration(BLOCK_ACK_BYTES, self.phy.basic_mbps) } else { self.phy.ack_duration() };
+            let response = self.response(k);
             if txop.is_zero() || next.is_zero() || (at + self.phy.sifs + next + self.phy.sifs + response) - t > txop {
                 break;
             }
@@ -531,41 +678,47 @@ impl<H: Clone> Medium<H> {
         let s = &mut self.stations[st].acs[ac];
         s.stats.successes += 1;
         s.stats.bytes_sent += bytes as u64;
-        let attempts = s.attempts + 1;
+        let attempts = s.attempts.saturating_add(1);
         s.attempts = 0;
         s.cw = self.edca[ac].cw_min;
-        self.pending.push_back((at, MediumEvent::Sent { station: st, ac: Ac::ALL[ac], handle, at, attempts }));
+        self.emit(MediumEvent::Sent { station: st, ac: Ac::ALL[ac], handle, at, attempts });
     }
 
-    /// A collision or a corrupted frame: double the window and retry, or drop.
-    fn failed(&mut self, st: usize, ac: usize, _t: Instant, end: Instant) {
-        let limit = self.stations[st].cfg.retry_limit;
+    /// A collision, a corrupted frame or an internal collision: double the window and retry,
+    /// or drop. `end` is when the failed PPDU ended; `awaited_ack` when the sender learns of
+    /// the failure only by its ACK timeout.
+    fn failed(&mut self, st: usize, ac: usize, end: Instant, awaited_ack: bool) {
+        let cfg = self.stations[st].cfg;
         let params = self.edca[ac];
+        let long = self.stations[st].acs[ac].queue.front().is_some_and(|f| self.uses_rts(st, f));
+        let limit = if long { cfg.long_retry_limit } else { cfg.short_retry_limit };
         let s = &mut self.stations[st].acs[ac];
+        let Some(front) = s.queue.front() else { return };
         s.stats.collisions += 1;
-        let broadcast = matches!(s.queue.front(), Some(f) if f.dest == Dest::Broadcast);
-        s.attempts += 1;
+        let broadcast = front.dest == Dest::Broadcast;
+        s.attempts = s.attempts.saturating_add(1);
         let drop = if broadcast {
             Some(DropReason::BroadcastCollision)
-        } else if s.attempts > limit {
+        } else if limit != u8::MAX && s.attempts >= limit {
             Some(DropReason::RetryLimit)
         } else {
             None
         };
         match drop {
             Some(reason) => {
-                let f = s.queue.pop_front().expect("a failed frame is queued");
                 if reason == DropReason::RetryLimit {
                     s.stats.retry_drops += 1;
                 }
                 s.attempts = 0;
                 s.cw = params.cw_min;
-                self.pending.push_back((
-                    end,
-                    MediumEvent::Dropped { station: st, ac: Ac::ALL[ac], handle: f.handle, at: end, reason },
-                ));
+                if let Some(f) = s.queue.pop_front() {
+                    self.emit(MediumEvent::Dropped { station: st, ac: Ac::ALL[ac], handle: f.handle, at: end, reason });
+                }
             }
-            None => s.cw = (2 * s.cw + 1).min(params.cw_max),
+            None => s.cw = (2 * u32::from(s.cw) + 1).min(u32::from(params.cw_max)) as u16,
+        }
+        if self.ack_timeout && awaited_ack && !broadcast {
+            self.timed_out.push((st, ac, end));
         }
         if !self.stations[st].acs[ac].queue.is_empty() {
             self.draw_backoff(st, ac);

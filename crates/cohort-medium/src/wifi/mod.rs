@@ -12,20 +12,35 @@
 //! frames go at the basic rate, unacknowledged, never retried. A won TXOP lets the winner send
 //! further frames of the same category after SIFS while they fit in the TXOP limit.
 //!
-//! Options per station: RTS/CTS above a size threshold (a collision then costs only the RTS),
-//! A-MPDU aggregation with per-category limits (one PPDU, per-subframe errors, a block ack;
-//! lost subframes are retried, delivered ones may arrive before them), and on the channel a
-//! propagation delay and EIFS after collisions (off by default: Bianchi's "DIFS" model).
+//! Options per station: RTS/CTS above a size threshold (a collision then costs only the RTS;
+//! such frames use the long retry limit), A-MPDU aggregation with per-category limits (one
+//! PPDU within the TXOP limit, per-subframe errors, a block ack; lost subframes are retried,
+//! delivered ones may arrive before them), and on the channel a propagation delay, EIFS after
+//! collisions and ACK timeouts for failed senders (both off by default: Bianchi's "DIFS"
+//! model, which ns-3's reference tables use; [`Medium::standard_timing`] turns both on).
 //!
-//! Not modelled: hidden stations (every station hears every other), capture, rate adaptation.
+//! The model is sans-IO: [`Medium::enqueue`] takes frames with the time, [`Medium::poll_timeout`]
+//! says when something next happens, [`Medium::handle_timeout`] runs the channel up to a time,
+//! [`Medium::poll_event`] hands out deliveries, transmit completions and drops in time order.
+//! It never reads a clock and draws every random number from one seeded stream.
+//!
+//! Speed: the model never ticks slot by slot. Each contender's backoff expiry is
+//! `count_from + backoff × slot`; the earliest expiry is the next transmission, and when it
+//! happens every other contender's counter is reduced by the idle slots that passed. One
+//! transmission costs O(stations) work, whatever the window sizes.
+//!
+//! Not modelled: hidden stations (every station hears every other), capture, rate adaptation,
+//! immediate access on an idle medium (a frame reaching an empty queue always draws a
+//! backoff), fragmentation, beacons and management frames.
 
-pub mod phy;
-
+pub mod bianchi;
 mod medium;
+pub mod phy;
 pub mod scenario;
 
 pub use medium::{AcStats, AmpduLimit, Dest, DropReason, Medium, MediumError, MediumEvent, StationConfig};
 pub use phy::{Phy, PhyKind};
+pub use scenario::{BianchiCase, BianchiResult, EdcaSatReport, EdcaSatScenario, bianchi_cases};
 
 use std::time::Duration;
 
@@ -71,6 +86,19 @@ impl Ac {
         Ac::from_user_priority(Ac::user_priority_of_dscp(dscp))
     }
 
+    /// The access category of a packet with this IPv4 TOS / IPv6 traffic-class byte, as Linux
+    /// maps it (the DSCP is its top six bits).
+    pub fn from_tos(tos: u8) -> Ac {
+        Ac::from_dscp(tos >> 2)
+    }
+
+    /// The access category ns-3 gives this TOS byte: user priority = TOS >> 5 with no RFC 8325
+    /// remapping (ns-3's `QosUtilsMapTidToAc` after its socket priority), so that scenarios
+    /// written for ns-3 keep their categories.
+    pub fn from_tos_ns3(tos: u8) -> Ac {
+        Ac::from_user_priority(tos >> 5)
+    }
+
     pub fn index(self) -> usize {
         self as usize
     }
@@ -109,9 +137,17 @@ impl EdcaParams {
         [EdcaParams { aifsn: 2, cw_min, cw_max: 1023, txop: Duration::ZERO }; 4]
     }
 
-    fn validate(&self) -> Result<(), MediumError> {
-        let ok = |cw: u16| (cw + 1).is_power_of_two();
-        if self.aifsn < 1 || self.cw_min > self.cw_max || !ok(self.cw_min) || !ok(self.cw_max) {
+    /// Checks `1 <= aifsn`, `cw_min <= cw_max`, both windows of the form `2^k - 1` (802.11
+    /// doubles `CW + 1`), and a TXOP limit of at most one second (the largest the EDCA
+    /// parameter element can encode is 8.16 ms).
+    pub fn validate(&self) -> Result<(), MediumError> {
+        let ok = |cw: u16| (u32::from(cw) + 1).is_power_of_two();
+        if self.aifsn < 1
+            || self.cw_min > self.cw_max
+            || !ok(self.cw_min)
+            || !ok(self.cw_max)
+            || self.txop > Duration::from_secs(1)
+        {
             return Err(MediumError::Edca(*self));
         }
         Ok(())

@@ -1,7 +1,11 @@
 //! Saturation scenarios: every station always has a frame waiting. Bianchi's model and ns-3's
-//! reference tables describe exactly this, so it is how the model is validated.
+//! reference tables describe exactly this, so it is how the model is validated; the
+//! `edca_sat` scenario is the same experiment with EDCA categories, compared with ns-3 itself.
 
-use super::{Ac, Dest, EdcaParams, Medium, MediumEvent, Phy, StationConfig};
+pub use super::bianchi::{BIANCHI_CASES, BianchiCase, BianchiModel, BianchiResult, bianchi_cases, max_rel_err};
+
+use super::phy::LLC_SNAP_BYTES;
+use super::{Ac, Dest, EdcaParams, Medium, MediumError, MediumEvent, Phy, StationConfig};
 use cohort_time::Instant;
 use std::time::Duration;
 
@@ -14,10 +18,87 @@ pub struct Saturation {
     pub per_ac_mbps: [f64; 4],
     pub collisions: u64,
     pub successes: u64,
+    /// PPDUs put on the air (successful or not).
+    pub attempts: u64,
+    /// Share of the time the channel was busy.
+    pub busy_share: f64,
+}
+
+/// A saturation experiment: each flow `(source, category, destination)` keeps its queue full
+/// of `msdu_bytes`-byte unicast frames for `duration`; `payload_bytes` of each delivered frame
+/// count as throughput (the MSDU minus the headers above the MAC).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaturationRun {
+    pub phy: Phy,
+    pub edca: [EdcaParams; 4],
+    pub station: StationConfig,
+    pub stations: usize,
+    pub flows: Vec<(usize, Ac, usize)>,
+    pub msdu_bytes: usize,
+    pub payload_bytes: usize,
+    pub duration: Duration,
+    pub seed: u64,
+    /// EIFS and ACK timeouts as 802.11 specifies them ([`Medium::standard_timing`]).
+    pub standard_timing: bool,
+}
+
+impl SaturationRun {
+    /// Runs the experiment.
+    pub fn run(&self) -> Result<Saturation, MediumError> {
+        let mut m: Medium<usize> = Medium::new(self.phy, self.edca, &vec![self.station; self.stations], self.seed)?;
+        if self.standard_timing {
+            m = m.standard_timing();
+        }
+        let end = Instant::ZERO + self.duration;
+        // Fill every flow's queue; each frame that leaves (sent or dropped) is replaced at
+        // once, so a TXOP always finds frames waiting.
+        for (i, &(src, ac, dst)) in self.flows.iter().enumerate() {
+            for _ in 0..self.station.queue_depth {
+                m.enqueue(Instant::ZERO, src, ac, Dest::Unicast(dst), self.msdu_bytes, i)?;
+            }
+        }
+        let mut frames = [0u64; 4];
+        while let Some(t) = m.poll_timeout() {
+            if t > end {
+                break;
+            }
+            m.handle_timeout(t);
+            while let Some(ev) = m.poll_event(t) {
+                let (MediumEvent::Sent { handle, .. } | MediumEvent::Dropped { handle, .. }) = ev else { continue };
+                let Some(&(src, ac, dst)) = self.flows.get(handle) else { continue };
+                if let MediumEvent::Sent { at, .. } = ev
+                    && at <= end
+                {
+                    frames[ac.index()] += 1;
+                }
+                m.enqueue(t, src, ac, Dest::Unicast(dst), self.msdu_bytes, handle)?;
+            }
+        }
+        let secs = self.duration.as_secs_f64().max(1e-9);
+        let per_ac_mbps = frames.map(|f| f as f64 * self.payload_bytes as f64 * 8.0 / secs / 1e6);
+        let (mut collisions, mut successes, mut attempts) = (0, 0, 0);
+        for st in 0..self.stations {
+            for ac in Ac::ALL {
+                let s = m.stats(st, ac).unwrap_or_default();
+                collisions += s.collisions;
+                successes += s.successes;
+                attempts += s.attempts;
+            }
+        }
+        Ok(Saturation {
+            total_mbps: per_ac_mbps.iter().sum(),
+            per_ac_mbps,
+            collisions,
+            successes,
+            attempts,
+            busy_share: (m.busy_time().as_secs_f64() / secs).min(1.0),
+        })
+    }
 }
 
 /// `n` stations configured as `cfg`; each flow `(source, category, destination)` keeps its
-/// queue full of `payload`-byte unicast frames for `duration` of simulated time.
+/// queue full of `payload`-byte unicast MSDUs for `duration` of simulated time (all of the
+/// MSDU counts as throughput).
 #[allow(clippy::too_many_arguments)]
 pub fn saturate(
     phy: Phy,
@@ -28,116 +109,209 @@ pub fn saturate(
     payload: usize,
     duration: Duration,
     seed: u64,
-) -> Result<Saturation, super::MediumError> {
-    let mut m: Medium<usize> = Medium::new(phy, edca, &vec![cfg; n], seed)?;
-    let end = Instant::ZERO + duration;
-    // Fill every flow's queue; each frame that leaves (sent or dropped) is replaced at once, so
-    // a TXOP always finds frames waiting.
-    for (i, &(src, ac, dst)) in flows.iter().enumerate() {
-        for _ in 0..cfg.queue_depth {
-            m.enqueue(Instant::ZERO, src, ac, Dest::Unicast(dst), payload, i)?;
-        }
+) -> Result<Saturation, MediumError> {
+    SaturationRun {
+        phy,
+        edca,
+        station: cfg,
+        stations: n,
+        flows: flows.to_vec(),
+        msdu_bytes: payload,
+        payload_bytes: payload,
+        duration,
+        seed,
+        standard_timing: false,
     }
-    let mut bytes = [0u64; 4];
-    while let Some(t) = m.poll_timeout() {
-        if t > end {
-            break;
-        }
-        m.handle_timeout(t);
-        while let Some(ev) = m.poll_event(t) {
-            let (MediumEvent::Sent { handle, .. } | MediumEvent::Dropped { handle, .. }) = ev else { continue };
-            let (src, ac, dst) = flows[handle];
-            if let MediumEvent::Sent { at, .. } = ev
-                && at <= end
-            {
-                bytes[ac.index()] += payload as u64;
-            }
-            m.enqueue(t, src, ac, Dest::Unicast(dst), payload, handle)?;
-        }
-    }
-    let secs = duration.as_secs_f64();
-    let per_ac_mbps = bytes.map(|b| b as f64 * 8.0 / secs / 1e6);
-    let (mut collisions, mut successes) = (0, 0);
-    for st in 0..n {
-        for ac in Ac::ALL {
-            let s = m.stats(st, ac).unwrap_or_default();
-            collisions += s.collisions;
-            successes += s.successes;
-        }
-    }
-    Ok(Saturation { total_mbps: per_ac_mbps.iter().sum(), per_ac_mbps, collisions, successes })
+    .run()
 }
 
-/// One reference case of ns-3's Bianchi tables (`src/wifi/examples/reference/`): saturation
-/// throughput of `n` stations, 1500-byte payloads, basic access, DCF, CWmax 1023, DIFS after a
-/// collision.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BianchiCase {
-    pub phy: &'static str,
-    pub n: usize,
-    pub reference_mbps: f64,
+/// Which 802.11 amendment a scenario runs, by the letter users know it by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhyStandard {
+    /// 802.11a, OFDM 5 GHz.
+    A,
+    /// 802.11b, DSSS, long preamble.
+    B,
+    /// 802.11g, ERP-OFDM, short slot.
+    G,
+    /// 802.11n, HT-mixed 5 GHz.
+    N,
+    /// 802.11ac, VHT.
+    Ac,
 }
 
-/// The reference cases Cohort checks against.
-pub const BIANCHI_CASES: [BianchiCase; 8] = [
-    BianchiCase { phy: "11b-1", n: 5, reference_mbps: 0.8437 },
-    BianchiCase { phy: "11b-1", n: 10, reference_mbps: 0.7861 },
-    BianchiCase { phy: "11b-1", n: 20, reference_mbps: 0.7226 },
-    BianchiCase { phy: "11b-1", n: 50, reference_mbps: 0.6336 },
-    BianchiCase { phy: "11g-54", n: 5, reference_mbps: 29.8324 },
-    BianchiCase { phy: "11g-54", n: 10, reference_mbps: 28.1519 },
-    BianchiCase { phy: "11g-54", n: 20, reference_mbps: 26.2925 },
-    BianchiCase { phy: "11g-54", n: 50, reference_mbps: 23.5618 },
-];
-
-impl BianchiCase {
-    pub fn phy(&self) -> Phy {
-        if self.phy == "11b-1" { Phy::dsss(1.0) } else { Phy::erp_ofdm(54.0) }
-    }
-
-    /// Simulates the case for `duration`; returns the measured throughput in Mbit/s.
-    pub fn simulate(&self, duration: Duration, seed: u64) -> f64 {
-        let phy = self.phy();
-        // Bianchi's model retries a frame until it succeeds, and so do ns-3's reference runs.
-        let cfg = StationConfig { queue_depth: 4, retry_limit: u8::MAX, ..StationConfig::default() };
-        let flows: Vec<_> = (0..self.n).map(|i| (i, Ac::Be, (i + 1) % self.n)).collect();
-        saturate(phy, EdcaParams::dcf(&phy), cfg, self.n, &flows, 1500, duration, seed).map_or(0.0, |s| s.total_mbps)
-    }
-
-    /// Bianchi's analytical saturation throughput (JSAC 2000, eqs. 7, 9 and 13, basic access),
-    /// with the same frame timing as the simulation: a second, independent check.
-    pub fn analytic(&self) -> f64 {
-        let phy = self.phy();
-        let dcf = EdcaParams::dcf(&phy)[0];
-        let w = f64::from(dcf.cw_min) + 1.0;
-        let m = ((f64::from(dcf.cw_max) + 1.0) / w).log2().round() as i32;
-        let n = self.n as f64;
-        let mut tau: f64 = 0.1;
-        for _ in 0..500 {
-            let p = 1.0 - (1.0 - tau).powf(n - 1.0);
-            let next = 2.0 * (1.0 - 2.0 * p) / ((1.0 - 2.0 * p) * (w + 1.0) + p * w * (1.0 - (2.0 * p).powi(m)));
-            tau = 0.5 * tau + 0.5 * next;
+impl PhyStandard {
+    /// The PHY at this data rate, with the standard's control rate.
+    pub fn phy(self, data_mbps: f64) -> Phy {
+        match self {
+            PhyStandard::A => Phy::ofdm(data_mbps),
+            PhyStandard::B => Phy::dsss(data_mbps),
+            PhyStandard::G => Phy::erp_ofdm(data_mbps),
+            PhyStandard::N => Phy::ht(data_mbps),
+            PhyStandard::Ac => Phy::vht(data_mbps),
         }
-        let ptr = 1.0 - (1.0 - tau).powf(n);
-        let ps = n * tau * (1.0 - tau).powf(n - 1.0) / ptr;
-        let data = phy.duration(1500 + super::phy::MAC_OVERHEAD_BYTES, phy.data_mbps).as_secs_f64();
-        let ts = data + phy.sifs.as_secs_f64() + phy.ack_duration().as_secs_f64() + phy.difs().as_secs_f64();
-        let tc = data + phy.difs().as_secs_f64();
-        let slot = phy.slot.as_secs_f64();
-        ps * ptr * 1500.0 * 8.0 / ((1.0 - ptr) * slot + ptr * ps * ts + ptr * (1.0 - ps) * tc) / 1e6
     }
 }
 
-/// The `edca_sat` scenario of `../shared/reference/ns3/edca_sat.py`: stations 1..=n saturate
-/// station 0 with 1472-byte UDP payloads (1508-byte MSDUs with UDP, IPv4 and LLC/SNAP headers),
-/// every 4th station on AC_VO and the others on AC_BE, EDCA defaults, 802.11a at 54 Mbit/s with
-/// 24 Mbit/s control frames. Throughputs are UDP payload rates, as ns-3 reports them.
-pub fn edca_sat(n: usize, duration: Duration, seed: u64) -> Result<Saturation, super::MediumError> {
-    let phy = Phy::ofdm(54.0);
-    let flows: Vec<_> = (1..=n).map(|i| (i, if i % 4 == 0 { Ac::Vo } else { Ac::Be }, 0)).collect();
-    let cfg = StationConfig { queue_depth: 64, ..StationConfig::default() };
-    let s = saturate(phy, EdcaParams::defaults(&phy), cfg, n + 1, &flows, 1508, duration, seed)?;
-    let scale = 1472.0 / 1508.0;
-    let per_ac_mbps = s.per_ac_mbps.map(|x| x * scale);
-    Ok(Saturation { total_mbps: s.total_mbps * scale, per_ac_mbps, ..s })
+/// The `edca_sat` scenario of `../shared/reference/ns3/edca_sat.py`: `stations` senders
+/// (numbered 1..=stations) saturate station 0 with UDP datagrams; every `vo_every`-th sender
+/// is on AC_VO (ns-3: TOS 0xc0), the others on AC_BE (TOS 0x70, user priority 3); EDCA
+/// defaults; 802.11a at 54 Mbit/s with 24 Mbit/s control frames. Every field has that
+/// default, so an empty TOML table is the reference scenario with N = 5.
+///
+/// ```toml
+/// stations = 5
+/// vo_every = 4
+/// phy = "a"            # a | b | g | n | ac
+/// data_mbps = 54.0
+/// # control_mbps = 24.0   (default: the standard's control rate for data_mbps)
+/// payload_bytes = 1472 # UDP payload, as ns-3's OnOffApplication PacketSize
+/// header_bytes = 36    # UDP 8 + IPv4 20 + LLC/SNAP 8, inside the MSDU
+/// queue_depth = 64
+/// duration_s = 10.0
+/// seed = 1
+/// standard_timing = false
+/// ```
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EdcaSatScenario {
+    /// Saturated senders (one more station receives).
+    pub stations: usize,
+    /// Every `vo_every`-th sender (1-based) is on AC_VO; 0: none.
+    pub vo_every: usize,
+    pub phy: PhyStandard,
+    pub data_mbps: f64,
+    /// Basic/control rate; `None`: the standard's for the data rate.
+    pub control_mbps: Option<f64>,
+    /// Application payload per frame; throughput counts these bytes.
+    pub payload_bytes: usize,
+    /// Bytes between the payload and the MAC header (UDP/IP/LLC).
+    pub header_bytes: usize,
+    /// Hardware queue per category (ns-3's WifiMacQueue holds 500 packets; 64 keeps every
+    /// queue saturated just the same).
+    pub queue_depth: usize,
+    /// Simulated seconds of saturation (ns-3's figure divides by the same span).
+    pub duration_s: f64,
+    pub seed: u64,
+    /// EIFS and ACK timeouts as 802.11 specifies them.
+    pub standard_timing: bool,
+}
+
+impl Default for EdcaSatScenario {
+    fn default() -> Self {
+        EdcaSatScenario {
+            stations: 5,
+            vo_every: 4,
+            phy: PhyStandard::A,
+            data_mbps: 54.0,
+            control_mbps: None,
+            payload_bytes: 1472,
+            header_bytes: 8 + 20 + LLC_SNAP_BYTES,
+            queue_depth: 64,
+            duration_s: 10.0,
+            seed: 1,
+            standard_timing: false,
+        }
+    }
+}
+
+/// What an `edca_sat` run measured.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct EdcaSatReport {
+    pub stations: usize,
+    pub simulated_s: f64,
+    pub throughput_mbps: f64,
+    pub bk_mbps: f64,
+    pub be_mbps: f64,
+    pub vi_mbps: f64,
+    pub vo_mbps: f64,
+    pub collisions: u64,
+    pub successes: u64,
+    /// PPDUs on the air: the unit of work of the model.
+    pub attempts: u64,
+    pub busy_share: f64,
+}
+
+impl EdcaSatScenario {
+    /// The saturation experiment this scenario describes.
+    pub fn saturation_run(&self) -> Result<SaturationRun, MediumError> {
+        if !(self.duration_s.is_finite() && (0.0..=1e6).contains(&self.duration_s)) {
+            return Err(MediumError::Station("duration_s must lie in [0, 1e6]"));
+        }
+        if self.stations == 0 || self.stations > 10_000 {
+            return Err(MediumError::Station("stations must lie in 1..=10000"));
+        }
+        let mut phy = self.phy.phy(self.data_mbps);
+        if let Some(c) = self.control_mbps {
+            phy.basic_mbps = c;
+        }
+        let flows = (1..=self.stations)
+            .map(|i| {
+                let vo = self.vo_every > 0 && i % self.vo_every == 0;
+                (i, if vo { Ac::Vo } else { Ac::Be }, 0)
+            })
+            .collect();
+        Ok(SaturationRun {
+            phy,
+            edca: EdcaParams::defaults(&phy),
+            station: StationConfig { queue_depth: self.queue_depth, ..StationConfig::default() },
+            stations: self.stations + 1,
+            flows,
+            msdu_bytes: self.payload_bytes.saturating_add(self.header_bytes),
+            payload_bytes: self.payload_bytes,
+            duration: Duration::from_secs_f64(self.duration_s),
+            seed: self.seed,
+            standard_timing: self.standard_timing,
+        })
+    }
+
+    /// Runs the scenario in virtual time.
+    pub fn run(&self) -> Result<EdcaSatReport, MediumError> {
+        let s = self.saturation_run()?.run()?;
+        let [bk, be, vi, vo] = s.per_ac_mbps;
+        Ok(EdcaSatReport {
+            stations: self.stations,
+            simulated_s: self.duration_s,
+            throughput_mbps: s.total_mbps,
+            bk_mbps: bk,
+            be_mbps: be,
+            vi_mbps: vi,
+            vo_mbps: vo,
+            collisions: s.collisions,
+            successes: s.successes,
+            attempts: s.attempts,
+            busy_share: s.busy_share,
+        })
+    }
+
+    /// Runs the scenario and measures how fast: simulated seconds and PPDUs per wall-clock
+    /// second. This is the one place the crate reads a clock, for benchmarks only; the model
+    /// itself never does.
+    pub fn run_timed(&self) -> Result<(EdcaSatReport, Speed), MediumError> {
+        let start = std::time::Instant::now();
+        let r = self.run()?;
+        let wall_s = start.elapsed().as_secs_f64().max(1e-9);
+        let speed = Speed {
+            wall_s,
+            sim_seconds_per_wall_second: r.simulated_s / wall_s,
+            ppdus_per_wall_second: r.attempts as f64 / wall_s,
+        };
+        Ok((r, speed))
+    }
+}
+
+/// How fast a run went.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Speed {
+    pub wall_s: f64,
+    pub sim_seconds_per_wall_second: f64,
+    pub ppdus_per_wall_second: f64,
+}
+
+/// [`EdcaSatScenario`] with `n` senders for `duration`, everything else at its default.
+pub fn edca_sat(n: usize, duration: Duration, seed: u64) -> Result<Saturation, MediumError> {
+    EdcaSatScenario { stations: n, duration_s: duration.as_secs_f64(), seed, ..EdcaSatScenario::default() }
+        .saturation_run()?
+        .run()
 }
