@@ -36,6 +36,13 @@ fn main() {
         );
     }
     println!("max_rel_err {:.4} (mean of {seeds} seed(s), effort {effort})", max_rel_err(&mean));
+    for c in BIANCHI_CASES.iter().filter(|c| c.n == 50) {
+        let d = c.default_duration();
+        let start = std::time::Instant::now();
+        let mbps = c.simulate(d, 1);
+        let wall = start.elapsed().as_secs_f64().max(1e-9);
+        println!("DCF {} n=50 saturated: {mbps:.4} Mbit/s, {:.0} sim s per wall s", c.phy, d.as_secs_f64() / wall);
+    }
     for (n, secs) in [(5, 60.0), (40, 10.0), (50, 10.0)] {
         for standard_timing in [false, true] {
             let s = EdcaSatScenario { stations: n, duration_s: secs, standard_timing, ..EdcaSatScenario::default() };

@@ -380,13 +380,7 @@ impl<H: Clone> Medium<H> {
         // stations whose counters reach zero in the same slot really do collide.
         let aifs = self.phy.aifs(self.edca[ac.index()].aifsn);
         let grid = self.busy_until + aifs;
-        let start = if now <= grid {
-            grid
-        } else {
-            let slot = self.phy.slot.as_nanos().max(1);
-            let slots = (now - grid).as_nanos().div_ceil(slot);
-            grid + Duration::from_nanos(u64::try_from(slots * slot).unwrap_or(u64::MAX))
-        };
+        let start = if now <= grid { grid } else { on_grid(grid, now, self.phy.slot) };
         let depth = self.stations[station].cfg.queue_depth;
         let s = &mut self.stations[station].acs[ac.index()];
         s.stats.enqueued += 1;
@@ -581,12 +575,15 @@ impl<H: Clone> Medium<H> {
         }
         // Senders that waited for an ACK in vain back off from their ACK timeout instead
         // (they heard no frame in error, so no EIFS for them).
+        // Their slots stay on everyone's grid, so that a tie with another station is still
+        // a collision.
         let timed_out = std::mem::take(&mut self.timed_out);
         for &(st, ac, at) in &timed_out {
             let aifs = self.phy.aifs(self.edca[ac].aifsn);
+            let earliest = at + aifs.max(self.phy.ack_timeout());
             let s = &mut self.stations[st].acs[ac];
             if !s.queue.is_empty() {
-                s.count_from = (at + aifs).max(at + self.phy.ack_timeout());
+                s.count_from = on_grid(busy_end + aifs, earliest, self.phy.slot);
             }
         }
         self.timed_out = timed_out;
@@ -723,5 +720,17 @@ impl<H: Clone> Medium<H> {
         if !self.stations[st].acs[ac].queue.is_empty() {
             self.draw_backoff(st, ac);
         }
+    }
+}
+
+/// The first instant at or after `t` on the slot grid through `anchor` (which may lie before
+/// or after `t`).
+pub(super) fn on_grid(anchor: Instant, t: Instant, slot: Duration) -> Instant {
+    let slot = slot.as_nanos().max(1);
+    let to_ns = |n: u128| Duration::from_nanos(u64::try_from(n).unwrap_or(u64::MAX));
+    if t >= anchor {
+        anchor + to_ns((t - anchor).as_nanos().div_ceil(slot) * slot)
+    } else {
+        anchor.saturating_sub(to_ns((anchor - t).as_nanos() / slot * slot))
     }
 }

@@ -453,3 +453,15 @@ mod prop {
         }
     }
 }
+
+#[test]
+fn slot_grid_alignment() {
+    use super::medium::on_grid;
+    let slot = std::time::Duration::from_micros(9);
+    let a = Instant::from_micros(100);
+    assert_eq!(on_grid(a, Instant::from_micros(100), slot), a);
+    assert_eq!(on_grid(a, Instant::from_micros(101), slot), Instant::from_micros(109));
+    assert_eq!(on_grid(a, Instant::from_micros(95), slot), Instant::from_micros(100));
+    assert_eq!(on_grid(a, Instant::from_micros(90), slot), Instant::from_micros(91));
+    assert_eq!(on_grid(a, Instant::from_micros(91), slot), Instant::from_micros(91));
+}
