@@ -1,11 +1,15 @@
 //! Channel models, sans-IO: packets go in with a time, deliveries come out with a time. The
 //! deterministic simulator drives them in virtual time and the testbed emulator in real time,
-//! so both run the very same code.
+//! so both run the very same code. No model reads a clock; every random draw comes from a
+//! stream seeded by the caller.
 //!
 //! * [`link`]: point-to-point links (delay, jitter, iid and Gilbert-Elliott loss, rate with
-//!   serialization, drop-tail queue, duplication, reordering; asymmetric directions).
+//!   serialization, drop-tail queue in bytes and packets, duplication, reordering; asymmetric
+//!   directions in a [`link::Duplex`]).
 //! * [`wifi`]: the shared 802.11 channel (DCF and EDCA, per-station hardware queues,
-//!   collisions, retries, broadcast, TXOP), validated against Bianchi's model and ns-3.
+//!   collisions, retries, broadcast, TXOP, A-MPDU and block ack, RTS/CTS), validated against
+//!   Bianchi's model and ns-3's reference tables ([`wifi::bianchi`]); the saturation
+//!   scenarios the benchmarks run are in [`wifi::scenario`].
 
 pub mod link;
 pub mod wifi;

@@ -141,7 +141,7 @@ impl Phy {
         self.sifs + 2 * self.slot
     }
 
-    /// AIFS[AC] = SIFS + AIFSN[AC] × slot (10.3.2.3.6).
+    /// `AIFS[AC] = SIFS + AIFSN[AC] × slot` (10.3.2.3.6).
     pub fn aifs(&self, aifsn: u8) -> Duration {
         self.sifs + u32::from(aifsn) * self.slot
     }
