@@ -10,7 +10,7 @@
 
 use cohort_medium::wifi::bianchi::{BIANCHI_CASES, max_rel_err};
 use cohort_medium::wifi::scenario::EdcaSatScenario;
-use cohort_medium::wifi::{BianchiResult, bianchi_cases};
+use cohort_medium::wifi::{BianchiResult, Timing, bianchi_cases};
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -44,11 +44,11 @@ fn main() {
         println!("DCF {} n=50 saturated: {mbps:.4} Mbit/s, {:.0} sim s per wall s", c.phy, d.as_secs_f64() / wall);
     }
     for (n, secs) in [(5, 60.0), (40, 10.0), (50, 10.0)] {
-        for standard_timing in [false, true] {
-            let s = EdcaSatScenario { stations: n, duration_s: secs, standard_timing, ..EdcaSatScenario::default() };
+        for timing in [Timing::Bianchi, Timing::Ns3] {
+            let s = EdcaSatScenario { stations: n, duration_s: secs, timing, ..EdcaSatScenario::default() };
             match s.run_timed() {
                 Ok((r, sp)) => println!(
-                    "edca_sat n={n:>2} standard_timing={standard_timing:<5}: {:.2} Mbit/s (BE {:.2}, VO {:.2}), {:.0} sim s per wall s, {:.0} PPDUs per wall s",
+                    "edca_sat n={n:>2} timing={timing:<7?}: {:.2} Mbit/s (BE {:.2}, VO {:.2}), {:.0} sim s per wall s, {:.0} PPDUs per wall s",
                     r.throughput_mbps, r.be_mbps, r.vo_mbps, sp.sim_seconds_per_wall_second, sp.ppdus_per_wall_second
                 ),
                 Err(e) => println!("edca_sat n={n}: {e}"),

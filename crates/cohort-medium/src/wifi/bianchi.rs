@@ -19,7 +19,7 @@
 
 use super::phy::{LLC_SNAP_BYTES, MAC_OVERHEAD_BYTES};
 use super::scenario::SaturationRun;
-use super::{Ac, EdcaParams, Phy, StationConfig};
+use super::{Ac, EdcaParams, Phy, StationConfig, Timing};
 use std::time::Duration;
 
 /// One reference case of ns-3's Bianchi tables: saturation throughput of `n` stations,
@@ -141,7 +141,7 @@ impl BianchiCase {
             payload_bytes: PAYLOAD_BYTES,
             duration,
             seed,
-            standard_timing: false,
+            timing: Timing::Bianchi,
         }
     }
 

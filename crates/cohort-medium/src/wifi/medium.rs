@@ -1,6 +1,7 @@
 //! The contention state machine. See the [module docs](super).
 
 use super::phy::{MAC_OVERHEAD_BYTES, QOS_MAC_OVERHEAD_BYTES};
+use super::types::{AcStats, Dest, DropReason, MediumError, MediumEvent, NS3_EIFS_PROBABILITY, StationConfig, Timing};
 use super::{Ac, EdcaParams, Phy};
 use cohort_time::Instant;
 use rand::{Rng, SeedableRng};
@@ -9,164 +10,14 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
-/// Per-station settings.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct StationConfig {
-    /// Frames each access-category queue holds: the WNIC's hardware queue (seed 000 §II-C).
-    /// 64 is a typical per-AC ring of a mac80211 driver such as mt76.
-    pub queue_depth: usize,
-    /// Unicast data rate; `None` uses the channel's.
-    pub data_mbps: Option<f64>,
-    /// Probability that a frame *to* this station is corrupted (retried if unicast).
-    pub fer: f64,
-    /// Transmission attempts of a frame no longer than the RTS threshold before it is dropped
-    /// (dot11ShortRetryLimit, default 7, 802.11-2016 Annex C). 255: never dropped, as in
-    /// Bianchi's model.
-    #[serde(alias = "retry_limit")]
-    pub short_retry_limit: u8,
-    /// Transmission attempts of a frame longer than the RTS threshold (so protected by
-    /// RTS/CTS) before it is dropped (dot11LongRetryLimit, default 4).
-    pub long_retry_limit: u8,
-    /// Unicast frames longer than this (MSDU bytes) are preceded by RTS/CTS; `None`: never
-    /// (dot11RTSThreshold off, the default of Linux and ns-3).
-    pub rts_threshold: Option<usize>,
-    /// A-MPDU limits per access category (indexed by [`Ac`]); one frame means no aggregation.
-    pub ampdu: [AmpduLimit; 4],
-}
-
-/// How many frames, and bytes, one A-MPDU of an access category may carry. A non-zero TXOP
-/// limit of the category bounds the A-MPDU's air time too (with its block ack).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct AmpduLimit {
-    pub max_frames: u16,
-    pub max_bytes: u32,
-}
-
-impl AmpduLimit {
-    /// No aggregation.
-    pub const OFF: AmpduLimit = AmpduLimit { max_frames: 1, max_bytes: 65_535 };
-    /// 802.11n: a block-ack window of 64 MPDUs, 65 535-byte A-MPDUs (maximum A-MPDU length
-    /// exponent 3, 802.11-2016 9.4.2.56.3).
-    pub const HT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 65_535 };
-    /// 802.11ac: 64 MPDUs, 1 048 575-byte A-MPDUs (exponent 7, 9.4.2.158.2).
-    pub const VHT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 1_048_575 };
-}
-
-impl Default for StationConfig {
-    fn default() -> Self {
-        StationConfig {
-            queue_depth: 64,
-            data_mbps: None,
-            fer: 0.0,
-            short_retry_limit: 7,
-            long_retry_limit: 4,
-            rts_threshold: None,
-            ampdu: [AmpduLimit::OFF; 4],
-        }
-    }
-}
-
 /// Control frame lengths (802.11-2016 9.3.1): RTS 20, CTS 14, compressed BlockAck 32 bytes;
 /// each A-MPDU subframe carries a 4-byte delimiter (9.7.1) and is padded to 4 bytes.
 const RTS_BYTES: usize = 20;
 const CTS_BYTES: usize = 14;
 const BLOCK_ACK_BYTES: usize = 32;
 const MPDU_DELIMITER: usize = 4;
-
-/// Where a frame goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum Dest {
-    Unicast(usize),
-    Broadcast,
-}
-
-/// Why a frame was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub enum DropReason {
-    /// The access category's queue was full (local congestion).
-    QueueFull,
-    /// Every attempt collided or was corrupted.
-    RetryLimit,
-    /// A broadcast frame collided (broadcasts are not retried).
-    BroadcastCollision,
-}
-
-/// What the medium reports.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MediumEvent<H> {
-    /// `to` received `handle` from `from` at `at` (end of the frame plus propagation).
-    Delivered {
-        from: usize,
-        to: usize,
-        handle: H,
-        at: Instant,
-    },
-    /// The sender is done with a frame: acknowledged (unicast) or sent (broadcast). This is
-    /// the driver's transmit-completion callback (seed 000 §IV-C).
-    Sent {
-        station: usize,
-        ac: Ac,
-        handle: H,
-        at: Instant,
-        attempts: u8,
-    },
-    Dropped {
-        station: usize,
-        ac: Ac,
-        handle: H,
-        at: Instant,
-        reason: DropReason,
-    },
-}
-
-impl<H> MediumEvent<H> {
-    /// When the event happens.
-    pub fn at(&self) -> Instant {
-        match self {
-            MediumEvent::Delivered { at, .. } | MediumEvent::Sent { at, .. } | MediumEvent::Dropped { at, .. } => *at,
-        }
-    }
-}
-
-/// An invalid configuration or request.
-#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
-pub enum MediumError {
-    #[error("station {0} does not exist")]
-    NoStation(usize),
-    #[error("station {0} cannot send a unicast frame to itself")]
-    SelfAddressed(usize),
-    #[error("invalid EDCA parameters {0:?}: need 1 <= aifsn, cw_min <= cw_max, both 2^k - 1, txop <= 1 s")]
-    Edca(EdcaParams),
-    #[error("invalid PHY: {0}")]
-    Phy(&'static str),
-    #[error("invalid station configuration: {0}")]
-    Station(&'static str),
-    #[error("queue full")]
-    QueueFull,
-}
-
-/// Counters of one access category of one station.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AcStats {
-    pub enqueued: u64,
-    /// Frames dropped because the hardware queue was full (local congestion).
-    pub queue_drops: u64,
-    pub retry_drops: u64,
-    /// PPDUs put on the air (an A-MPDU counts once; an RTS that collides counts once).
-    pub attempts: u64,
-    /// Failed attempts: collisions, frames corrupted at the receiver, internal collisions.
-    pub collisions: u64,
-    /// Frames delivered (acknowledged unicast, or sent broadcast).
-    pub successes: u64,
-    pub bytes_sent: u64,
-    /// Air time of this category's PPDUs (control responses not included).
-    pub airtime: Duration,
-    /// Most frames ever waiting.
-    pub max_queue: usize,
-    /// Frames waiting now (filled in by [`Medium::stats`]).
-    pub queue_len: usize,
-}
+/// CF-End frame length (9.3.1.9).
+const CF_END_BYTES: usize = 20;
 
 #[derive(Debug)]
 struct Frame<H> {
@@ -227,8 +78,10 @@ pub struct Medium<H> {
     seq: u64,
     airtime_busy: Duration,
     propagation: Duration,
-    eifs: bool,
+    /// Probability that the bystanders of a collision wait EIFS (0: never).
+    eifs: f64,
     ack_timeout: bool,
+    cf_end: bool,
     /// Senders of failed frames in the current exchange, and when they gave up on the ACK.
     timed_out: Vec<(usize, usize, Instant)>,
     /// EDCA (QoS) stations decrement once more when interrupted; see `transmit`.
@@ -278,8 +131,9 @@ impl<H: Clone> Medium<H> {
             seq: 0,
             airtime_busy: Duration::ZERO,
             propagation: Duration::ZERO,
-            eifs: false,
+            eifs: 0.0,
             ack_timeout: false,
+            cf_end: true,
             timed_out: Vec::new(),
             // A channel whose four categories share one parameter set is legacy DCF.
             qos: !edca.iter().all(|e| *e == edca[0]),
@@ -293,27 +147,56 @@ impl<H: Clone> Medium<H> {
         self
     }
 
-    /// After a collision, make every station wait EIFS (SIFS + the ACK at the lowest rate +
-    /// AIFS) instead of AIFS, as 802.11 prescribes after a frame that was received in error
-    /// (10.3.2.3.7). Off by default, matching Bianchi's "DIFS" model and ns-3's reference
-    /// tables.
-    pub fn with_eifs(mut self, on: bool) -> Self {
-        self.eifs = on;
+    /// After a collision, make the stations that were not transmitting wait EIFS (SIFS + the
+    /// ACK at the lowest rate + AIFS) instead of AIFS, as 802.11 prescribes after a frame
+    /// that was received in error (10.3.2.3.7). Off by default, matching Bianchi's "DIFS"
+    /// model and ns-3's reference tables.
+    pub fn with_eifs(self, on: bool) -> Self {
+        self.with_eifs_probability(if on { 1.0 } else { 0.0 })
+    }
+
+    /// EIFS after a collision only with probability `p`: a bystander waits EIFS only if it
+    /// detected the preamble of one of the colliding frames, which takes one signal some dB
+    /// above the others (ns-3's threshold preamble detection: 4 dB). Where that happens
+    /// depends on geometry the model does not have; `p` stands for it on average.
+    pub fn with_eifs_probability(mut self, p: f64) -> Self {
+        self.eifs = if p.is_nan() { 0.0 } else { p.clamp(0.0, 1.0) };
         self
     }
 
-    /// The sender of a failed unicast frame waits for the ACK timeout (SIFS + slot +
-    /// aRxPHYStartDelay, 10.3.2.9) before it backs off, while everyone else resumes after
-    /// AIFS. Off by default: Bianchi's model charges a collision `frame + DIFS` to everyone.
+    /// The sender of a failed unicast frame waits for its ACK timeout ([`Phy::ack_timeout`],
+    /// 10.3.2.9) and then AIFS before it counts backoff slots again, while everyone else
+    /// resumes after AIFS (or EIFS). This is how ns-3 reads the rule
+    /// (`ChannelAccessManager` restarts AIFS at the end of the timeout); a laxer reading lets
+    /// the count resume as soon as the timeout ends. Off by default: Bianchi's model charges
+    /// a collision `frame + DIFS` to everyone.
     pub fn with_ack_timeout(mut self, on: bool) -> Self {
         self.ack_timeout = on;
         self
     }
 
-    /// EIFS and ACK timeouts as 802.11 specifies them: the most faithful setting, slightly
-    /// below Bianchi's throughput under heavy collisions.
+    /// Applies a [`Timing`] preset.
+    pub fn with_timing(self, timing: Timing) -> Self {
+        match timing {
+            Timing::Bianchi => self.with_eifs(false).with_ack_timeout(false),
+            Timing::Standard => self.with_eifs(true).with_ack_timeout(true),
+            Timing::Ns3 => self.with_eifs_probability(NS3_EIFS_PROBABILITY).with_ack_timeout(true),
+        }
+    }
+
+    /// A TXOP holder that has no more frames to fit in its TXOP limit truncates the TXOP
+    /// with a CF-End frame (802.11-2016 10.22.2.9), so that the others' NAV ends. On by
+    /// default, as ns-3 does (`QosFrameExchangeManager::SendCfEndIfNeeded`): each such TXOP
+    /// costs SIFS + a CF-End at the basic rate more. Categories without a TXOP limit never
+    /// send one.
+    pub fn with_cf_end(mut self, on: bool) -> Self {
+        self.cf_end = on;
+        self
+    }
+
+    /// EIFS and ACK timeouts as 802.11 specifies them ([`Timing::Standard`]).
     pub fn standard_timing(self) -> Self {
-        self.with_eifs(true).with_ack_timeout(true)
+        self.with_timing(Timing::Standard)
     }
 
     pub fn phy(&self) -> &Phy {
@@ -537,7 +420,7 @@ impl<H: Clone> Medium<H> {
                 end = end.max(t + air);
             }
             busy_end = end;
-            if self.eifs {
+            if self.eifs > 0.0 && (self.eifs >= 1.0 || self.rng.random_bool(self.eifs)) {
                 // EIFS - DIFS: the extra wait after a frame received in error.
                 busy_end = end + (self.phy.eifs() - self.phy.difs());
             }
@@ -580,7 +463,7 @@ impl<H: Clone> Medium<H> {
         let timed_out = std::mem::take(&mut self.timed_out);
         for &(st, ac, at) in &timed_out {
             let aifs = self.phy.aifs(self.edca[ac].aifsn);
-            let earliest = at + aifs.max(self.phy.ack_timeout());
+            let earliest = at + self.phy.ack_timeout() + aifs;
             let s = &mut self.stations[st].acs[ac];
             if !s.queue.is_empty() {
                 s.count_from = on_grid(busy_end + aifs, earliest, self.phy.slot);
@@ -664,6 +547,11 @@ impl<H: Clone> Medium<H> {
                 break;
             }
             at += self.phy.sifs;
+        }
+        // A TXOP that ends early is truncated with a CF-End after SIFS, if one still fits.
+        let cf_end = self.phy.sifs + self.phy.legacy_duration(CF_END_BYTES, self.phy.basic_mbps);
+        if self.cf_end && !txop.is_zero() && (at - t) + cf_end <= txop {
+            at += cf_end;
         }
         if !self.stations[st].acs[ac].queue.is_empty() {
             self.draw_backoff(st, ac);

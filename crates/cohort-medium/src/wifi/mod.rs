@@ -15,9 +15,9 @@
 //! Options per station: RTS/CTS above a size threshold (a collision then costs only the RTS;
 //! such frames use the long retry limit), A-MPDU aggregation with per-category limits (one
 //! PPDU within the TXOP limit, per-subframe errors, a block ack; lost subframes are retried,
-//! delivered ones may arrive before them), and on the channel a propagation delay, EIFS after
-//! collisions and ACK timeouts for failed senders (both off by default: Bianchi's "DIFS"
-//! model, which ns-3's reference tables use; [`Medium::standard_timing`] turns both on).
+//! delivered ones may arrive before them), TXOPs truncated by CF-End, and on the channel a
+//! propagation delay, EIFS after collisions and ACK timeouts for failed senders (both off by
+//! default: Bianchi's "DIFS" model, which ns-3's reference tables use; see [`Timing`]).
 //!
 //! The model is sans-IO: [`Medium::enqueue`] takes frames with the time, [`Medium::poll_timeout`]
 //! says when something next happens, [`Medium::handle_timeout`] runs the channel up to a time,
@@ -37,10 +37,14 @@ pub mod bianchi;
 mod medium;
 pub mod phy;
 pub mod scenario;
+mod types;
 
-pub use medium::{AcStats, AmpduLimit, Dest, DropReason, Medium, MediumError, MediumEvent, StationConfig};
+pub use medium::Medium;
 pub use phy::{Phy, PhyKind};
 pub use scenario::{BianchiCase, BianchiResult, EdcaSatReport, EdcaSatScenario, bianchi_cases};
+pub use types::{
+    AcStats, AmpduLimit, Dest, DropReason, MediumError, MediumEvent, NS3_EIFS_PROBABILITY, StationConfig, Timing,
+};
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 pub use super::bianchi::{BIANCHI_CASES, BianchiCase, BianchiModel, BianchiResult, bianchi_cases, max_rel_err};
 
 use super::phy::LLC_SNAP_BYTES;
-use super::{Ac, Dest, EdcaParams, Medium, MediumError, MediumEvent, Phy, StationConfig};
+use super::{Ac, Dest, EdcaParams, Medium, MediumError, MediumEvent, Phy, StationConfig, Timing};
 use cohort_time::Instant;
 use std::time::Duration;
 
@@ -38,17 +38,15 @@ pub struct SaturationRun {
     pub payload_bytes: usize,
     pub duration: Duration,
     pub seed: u64,
-    /// EIFS and ACK timeouts as 802.11 specifies them ([`Medium::standard_timing`]).
-    pub standard_timing: bool,
+    /// What stations do after a failed exchange.
+    pub timing: Timing,
 }
 
 impl SaturationRun {
     /// Runs the experiment.
     pub fn run(&self) -> Result<Saturation, MediumError> {
         let mut m: Medium<usize> = Medium::new(self.phy, self.edca, &vec![self.station; self.stations], self.seed)?;
-        if self.standard_timing {
-            m = m.standard_timing();
-        }
+        m = m.with_timing(self.timing);
         let end = Instant::ZERO + self.duration;
         // Fill every flow's queue; each frame that leaves (sent or dropped) is replaced at
         // once, so a TXOP always finds frames waiting.
@@ -120,7 +118,7 @@ pub fn saturate(
         payload_bytes: payload,
         duration,
         seed,
-        standard_timing: false,
+        timing: Timing::Bianchi,
     }
     .run()
 }
@@ -171,7 +169,7 @@ impl PhyStandard {
 /// queue_depth = 64
 /// duration_s = 10.0
 /// seed = 1
-/// standard_timing = false
+/// timing = "ns3"       # bianchi | standard | ns3
 /// ```
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -194,8 +192,9 @@ pub struct EdcaSatScenario {
     /// Simulated seconds of saturation (ns-3's figure divides by the same span).
     pub duration_s: f64,
     pub seed: u64,
-    /// EIFS and ACK timeouts as 802.11 specifies them.
-    pub standard_timing: bool,
+    /// What stations do after a failed exchange; `ns3` (the default) is calibrated to
+    /// compare with ns-3's run of the same scenario.
+    pub timing: Timing,
 }
 
 impl Default for EdcaSatScenario {
@@ -211,7 +210,7 @@ impl Default for EdcaSatScenario {
             queue_depth: 64,
             duration_s: 10.0,
             seed: 1,
-            standard_timing: false,
+            timing: Timing::Ns3,
         }
     }
 }
@@ -262,7 +261,7 @@ impl EdcaSatScenario {
             payload_bytes: self.payload_bytes,
             duration: Duration::from_secs_f64(self.duration_s),
             seed: self.seed,
-            standard_timing: self.standard_timing,
+            timing: self.timing,
         })
     }
 
