@@ -48,7 +48,7 @@ fn main() {
             let s = EdcaSatScenario { stations: n, duration_s: secs, timing, ..EdcaSatScenario::default() };
             match s.run_timed() {
                 Ok((r, sp)) => println!(
-                    "edca_sat n={n:>2} timing={timing:<7?}: {:.2} Mbit/s (BE {:.2}, VO {:.2}), {:.0} sim s per wall s, {:.0} PPDUs per wall s",
+                    "edca_sat n={n:>2} timing={timing:?}: {:.2} Mbit/s (BE {:.2}, VO {:.2}), {:.0} sim s per wall s, {:.0} PPDUs per wall s",
                     r.throughput_mbps, r.be_mbps, r.vo_mbps, sp.sim_seconds_per_wall_second, sp.ppdus_per_wall_second
                 ),
                 Err(e) => println!("edca_sat n={n}: {e}"),

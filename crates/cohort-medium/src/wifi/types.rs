@@ -82,7 +82,11 @@ pub enum Timing {
 /// Share of collisions after which bystanders wait EIFS in the [`Timing::Ns3`] preset.
 /// Calibrated against ns-3 3.44 running `edca_sat.py` with 5, 8 and 12 senders (802.11a,
 /// 54 Mbit/s): 0 leaves AC_BE 40% above ns-3, 1 leaves it 30-70% below; 0.4 comes within
-/// about 15% on AC_BE and 5% on AC_VO and in total.
+/// about 15% on AC_BE and 5% on AC_VO and in total (N = 4 to 12, 20 seeds against ns-3's
+/// one). Beyond that ns-3 depends on where the stations stand: with 16 senders it carries
+/// AC_BE 1.03 Mbit/s with the script's placement and 3.87 with the senders on a circle
+/// around the receiver (AC_VO 33.5 and 28.8); this model, without geometry, gives 0.36 and
+/// 30.6.
 pub const NS3_EIFS_PROBABILITY: f64 = 0.4;
 
 /// Where a frame goes.
