@@ -8,22 +8,51 @@
 //!
 //! Every variant that differs from the genuine frame must be rejected and counted under exactly
 //! one reason; an unchanged genuine frame must open once and then be refused as a replay.
+//!
+//! Keys: mode 0 opens with a key that never seals anything, so any frame it accepts is a
+//! forgery. Modes 1-3 seal under a key used for one iteration only: libFuzzer sees the genuine
+//! frame (its memcmp hooks record `g == genuine`) and would otherwise feed it back in a later
+//! iteration, where a fresh `Opener` rightly accepts it once, a cross-iteration replay rather
+//! than a forgery.
 #![no_main]
 
 use cohort_wire::frame::{Frame, FrameRepr, OVERHEAD, Opener, Sealer, TeamKey, kind};
 use libfuzzer_sys::fuzz_target;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// A fixed random 32-byte team secret: without it, a forgery is a 2^-106 event per try.
-const SECRET: [u8; 32] = [
-    0x3c, 0x91, 0x5e, 0x07, 0xd2, 0x48, 0xaf, 0x16, 0x7b, 0xe0, 0x25, 0x9c, 0x63, 0xfa, 0x0e, 0x81, 0x54, 0xc7, 0x2a,
-    0xb9, 0x10, 0x6d, 0xf3, 0x88, 0x4f, 0xd6, 0x39, 0xa2, 0x75, 0x0b, 0xee, 0x5a,
+/// A fixed random 32-byte team secret; its key opens mode-0 inputs and never seals (it must
+/// differ from every secret any version of this target sealed with: the corpus keeps frames).
+const OUTSIDER_SECRET: [u8; 32] = [
+    0x7e, 0x0d, 0x24, 0x98, 0xe2, 0xf6, 0x1c, 0xbb, 0xd2, 0xb8, 0x2b, 0xe8, 0xb4, 0xee, 0x24, 0x7f, 0x63, 0xc7, 0x71,
+    0x99, 0x89, 0x8b, 0x57, 0x46, 0x9b, 0x3a, 0x6b, 0x74, 0x58, 0xeb, 0x7b, 0x45,
+];
+
+/// The base of the one-time sealing secrets (its last 8 bytes are replaced by a counter).
+const SEALING_SECRET: [u8; 32] = [
+    0x0c, 0x69, 0x3e, 0xf4, 0x33, 0xd6, 0x2b, 0x39, 0xe4, 0x1f, 0x97, 0x57, 0x9a, 0x5d, 0xd7, 0x5b, 0x86, 0x47, 0xa5,
+    0x0f, 0x63, 0x3c, 0xb5, 0xae, 0x6c, 0xca, 0xdb, 0x45, 0x81, 0x84, 0x30, 0xf1,
 ];
 const TEAM: u32 = 1;
 
-fn key() -> &'static TeamKey {
+/// The key for outsider bytes: without it, a forgery is a 2^-106 event per try.
+fn outsider_key() -> &'static TeamKey {
     static KEY: OnceLock<TeamKey> = OnceLock::new();
-    KEY.get_or_init(|| TeamKey::derive(&SECRET, TEAM).expect("32-byte secret"))
+    KEY.get_or_init(|| TeamKey::derive(&OUTSIDER_SECRET, TEAM).expect("32-byte secret"))
+}
+
+/// A key no earlier iteration used, in this process or an earlier run (whose frames the corpus
+/// may keep): the secret with its last 8 bytes replaced by a counter from a random start.
+fn one_time_key() -> TeamKey {
+    static START: OnceLock<u64> = OnceLock::new();
+    static ITERATION: AtomicU64 = AtomicU64::new(0);
+    let start = *START.get_or_init(|| RandomState::new().build_hasher().finish());
+    let n = start.wrapping_add(ITERATION.fetch_add(1, Ordering::Relaxed));
+    let mut secret = SEALING_SECRET;
+    secret[24..].copy_from_slice(&n.to_be_bytes());
+    TeamKey::derive(&secret, TEAM).expect("32-byte secret")
 }
 
 fn be_u64(b: &[u8]) -> u64 {
@@ -43,11 +72,12 @@ fuzz_target!(|data: &[u8]| {
     }
 
     let Some((&mode, rest)) = data.split_first() else { return };
-    let mut opener = Opener::new(key().clone());
-    let mut candidate = if mode % 4 == 0 {
-        rest.to_vec()
+    let (mut opener, mut candidate) = if mode % 4 == 0 {
+        (Opener::new(outsider_key().clone()), rest.to_vec())
     } else {
-        let mut sealer = Sealer::new(key().clone(), u32::from(mode >> 2));
+        let key = one_time_key();
+        let mut opener = Opener::new(key.clone());
+        let mut sealer = Sealer::new(key, u32::from(mode >> 2));
         let payload = &rest[..rest.len().min(64)];
         let mut genuine = vec![0u8; payload.len() + OVERHEAD];
         let n = sealer.seal(kind::LRT, payload, &mut genuine).expect("buffer fits");
@@ -78,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!((c.accepted, c.replayed), (1, 1));
             return;
         }
-        g
+        (opener, g)
     };
     assert!(opener.open(&mut candidate).is_err(), "forgery accepted");
     let c = opener.counters();
