@@ -1,7 +1,7 @@
 //! Packets of the coded transport (LRT), carried as the payload of a secure frame.
 //!
 //! The first byte is the packet type. Types 0 and 1 are coded symbols with the
-//! [`symbol`](crate::symbol) header (whose kind byte doubles as the type); the others are:
+//! [`crate::symbol`] header (whose kind byte doubles as the type); the others are:
 //!
 //! ```text
 //! ACK (2)        type | flags | coder u16 | seen u32 | released u32 | echo_pn u64 | rx_data u64
