@@ -1,0 +1,302 @@
+//! The real-time driver: the [`Fabric`] (the very same channel models the simulator runs)
+//! between `AF_PACKET` sockets, on the monotonic clock.
+//!
+//! One thread waits in `epoll` on the sockets and a `timerfd` armed for the fabric's next
+//! deadline (the `timerfd` has the kernel's high-resolution timers; epoll's own timeout, and
+//! tokio's timer wheel, tick in milliseconds). Within [`EmuOptions::spin_us`] of a deadline it
+//! stops sleeping and polls, which trades a little CPU for wake-up precision. Every frame is
+//! stamped with the time it was read; how late each delivery leaves compared with the time the
+//! model chose is recorded ([`EmuStatus::late_us_p99`]) so a run can show the emulator's own
+//! error. Optionally the thread runs SCHED_FIFO so that other work on the machine cannot delay
+//! it.
+
+use crate::fabric::{Fabric, FabricStatus, Refused};
+use crate::packet::PacketSocket;
+use cohort_net::timer::TimerFd;
+use cohort_time::Instant;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use serde::{Deserialize, Serialize};
+use std::io::{self, Write};
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Largest frame read; longer ones (which offloads would produce) are counted and dropped.
+const FRAME_BUF: usize = 65_536;
+/// At most this many frames are read from one socket before deliveries get a turn.
+const RX_BATCH: usize = 64;
+/// Lateness samples kept for the percentiles (a ring).
+const LATE_SAMPLES: usize = 1 << 16;
+
+/// How the emulator runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmuOptions {
+    /// Poll instead of sleeping within this many microseconds of a deadline.
+    pub spin_us: u64,
+    /// SCHED_FIFO priority for the emulator thread (1-99); `None`: the default scheduler.
+    pub rt_priority: Option<i32>,
+    /// How often the status callback runs.
+    pub status_every: Duration,
+    /// Writes one JSON line per frame in, out and refused.
+    pub frame_log: Option<PathBuf>,
+}
+
+impl Default for EmuOptions {
+    fn default() -> Self {
+        EmuOptions { spin_us: 60, rt_priority: Some(50), status_every: Duration::from_millis(250), frame_log: None }
+    }
+}
+
+/// The emulator's state as reported to `status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmuStatus {
+    pub uptime_s: f64,
+    /// Whether the thread got its real-time priority.
+    pub realtime: bool,
+    pub fabric: FabricStatus,
+    /// Frames longer than the read buffer.
+    pub oversize: u64,
+    pub send_errors: u64,
+    pub recv_errors: u64,
+    /// How late deliveries left, versus the model's time (µs), over the last 65 536.
+    pub late_us_p50: f64,
+    pub late_us_p99: f64,
+    pub late_us_max: f64,
+}
+
+/// How the owner steers a running emulator.
+#[derive(Debug, Default)]
+pub struct Control {
+    /// Set to end [`Emulator::run`].
+    pub stop: AtomicBool,
+    /// Set to have the status published at once (it is cleared when done).
+    pub want_status: AtomicBool,
+}
+
+/// The fabric and its sockets (port `i` of the fabric is socket `i`).
+pub struct Emulator {
+    fabric: Fabric,
+    sockets: Vec<PacketSocket>,
+    opts: EmuOptions,
+    epoch: std::time::Instant,
+    late_ns: Vec<u64>,
+    late_next: usize,
+    late_max_ns: u64,
+    oversize: u64,
+    send_errors: u64,
+    recv_errors: u64,
+    realtime: bool,
+    log: Option<io::BufWriter<std::fs::File>>,
+}
+
+impl std::fmt::Debug for Emulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emulator").field("fabric", &self.fabric).field("opts", &self.opts).finish()
+    }
+}
+
+/// Sets SCHED_FIFO with `prio` on the calling thread.
+pub fn set_fifo(prio: i32) -> io::Result<()> {
+    let p = libc::sched_param { sched_priority: prio };
+    // SAFETY: valid sched_param; 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
+    sorted[i] as f64 / 1e3
+}
+
+impl Emulator {
+    /// `sockets[i]` must be bound to the interface of `fabric.ports()[i]`.
+    pub fn new(fabric: Fabric, sockets: Vec<PacketSocket>, opts: EmuOptions) -> io::Result<Self> {
+        if sockets.len() != fabric.ports().len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "one socket per fabric port"));
+        }
+        let log = match &opts.frame_log {
+            Some(p) => Some(io::BufWriter::new(std::fs::File::create(p)?)),
+            None => None,
+        };
+        Ok(Emulator {
+            fabric,
+            sockets,
+            opts,
+            epoch: std::time::Instant::now(),
+            late_ns: Vec::new(),
+            late_next: 0,
+            late_max_ns: 0,
+            oversize: 0,
+            send_errors: 0,
+            recv_errors: 0,
+            realtime: false,
+            log,
+        })
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    fn log_line(&mut self, now: Instant, ev: &str, port: usize, len: usize, extra: &str) {
+        if let Some(l) = &mut self.log {
+            let _ = writeln!(
+                l,
+                "{{\"t_us\":{},\"ev\":\"{ev}\",\"port\":{port},\"len\":{len}{extra}}}",
+                now.as_nanos() / 1000
+            );
+        }
+    }
+
+    /// The current status.
+    pub fn status(&mut self) -> EmuStatus {
+        let now = self.now();
+        let mut late = self.late_ns.clone();
+        late.sort_unstable();
+        EmuStatus {
+            uptime_s: now.as_nanos() as f64 / 1e9,
+            realtime: self.realtime,
+            fabric: self.fabric.status(now),
+            oversize: self.oversize,
+            send_errors: self.send_errors,
+            recv_errors: self.recv_errors,
+            late_us_p50: percentile(&late, 0.5),
+            late_us_p99: percentile(&late, 0.99),
+            late_us_max: self.late_max_ns as f64 / 1e3,
+        }
+    }
+
+    /// Reads what is waiting on every socket; returns whether a socket had more than a batch.
+    /// An interface that went away (the run was torn down under us) ends the emulator.
+    fn receive(&mut self, buf: &mut [u8]) -> io::Result<bool> {
+        let mut more = false;
+        for port in 0..self.sockets.len() {
+            for i in 0.. {
+                if i == RX_BATCH {
+                    more = true;
+                    break;
+                }
+                match self.sockets[port].recv(buf) {
+                    Ok(Some(n)) if n > buf.len() => {
+                        self.oversize += 1;
+                        self.log_line(self.now(), "oversize", port, n, "");
+                    }
+                    Ok(Some(n)) => {
+                        let now = self.now();
+                        let r = self.fabric.ingress(now, port, &buf[..n]);
+                        match r {
+                            Ok(()) => self.log_line(now, "in", port, n, ""),
+                            Err(e) => {
+                                let why = match e {
+                                    Refused::Malformed => "malformed",
+                                    Refused::NoPort => "no_port",
+                                    Refused::QueueFull => "queue_full",
+                                };
+                                self.log_line(now, why, port, n, "");
+                            }
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::ENETDOWN | libc::ENODEV | libc::ENXIO)) => {
+                        return Err(e);
+                    }
+                    Err(_) => {
+                        self.recv_errors += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(more)
+    }
+
+    /// Sends every frame due by now.
+    fn deliver(&mut self) {
+        loop {
+            let now = self.now();
+            let Some((port, frame, due)) = self.fabric.poll_egress(now) else { break };
+            if self.sockets[port].send(&frame).is_err() {
+                self.send_errors += 1;
+            }
+            let late = self.now().saturating_duration_since(due).as_nanos() as u64;
+            self.late_max_ns = self.late_max_ns.max(late);
+            if self.late_ns.len() < LATE_SAMPLES {
+                self.late_ns.push(late);
+            } else {
+                self.late_ns[self.late_next] = late;
+            }
+            self.late_next = (self.late_next + 1) % LATE_SAMPLES;
+            self.log_line(now, "out", port, frame.len(), &format!(",\"late_us\":{}", late / 1000));
+        }
+    }
+
+    /// Runs until `ctl.stop` is set, calling `on_status` every [`EmuOptions::status_every`]
+    /// and whenever `ctl.want_status` is set.
+    pub fn run(&mut self, ctl: &Control, mut on_status: impl FnMut(&EmuStatus)) -> io::Result<()> {
+        if let Some(prio) = self.opts.rt_priority {
+            match set_fifo(prio) {
+                Ok(()) => self.realtime = true,
+                Err(e) => tracing::warn!("emulator runs without real-time priority: {e}"),
+            }
+        }
+        let mut poll = Poll::new()?;
+        let timer = TimerFd::new()?;
+        const TIMER: Token = Token(usize::MAX);
+        for (i, s) in self.sockets.iter().enumerate() {
+            poll.registry().register(&mut SourceFd(&s.as_raw_fd()), Token(i), Interest::READABLE)?;
+        }
+        poll.registry().register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
+        let mut events = Events::with_capacity(64);
+        let mut buf = vec![0u8; FRAME_BUF];
+        let spin = Duration::from_micros(self.opts.spin_us);
+        let mut next_status = std::time::Instant::now();
+        while !ctl.stop.load(Ordering::Relaxed) {
+            let more = self.receive(&mut buf)?;
+            self.deliver();
+            if ctl.want_status.swap(false, Ordering::Relaxed) || std::time::Instant::now() >= next_status {
+                next_status = std::time::Instant::now() + self.opts.status_every;
+                let st = self.status();
+                on_status(&st);
+                if let Some(l) = &mut self.log {
+                    l.flush()?;
+                }
+            }
+            if more {
+                continue;
+            }
+            let deadline = self.fabric.poll_timeout();
+            let now = self.now();
+            match deadline {
+                Some(d) if d.saturating_duration_since(now) <= spin => {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                Some(d) => {
+                    let wake = self.epoch + Duration::from_nanos((d.as_nanos()).saturating_sub(spin.as_nanos() as u64));
+                    timer.set(Some(wake))?;
+                }
+                None => timer.set(None)?,
+            }
+            // Bounded so that stop and status requests are seen within 20 ms.
+            let cap = self.opts.status_every.min(Duration::from_millis(20));
+            match poll.poll(&mut events, Some(cap)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+            timer.acknowledge();
+        }
+        if let Some(l) = &mut self.log {
+            l.flush()?;
+        }
+        Ok(())
+    }
+}

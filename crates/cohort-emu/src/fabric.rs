@@ -1,0 +1,507 @@
+//! The emulator's switching fabric, sans-IO: Ethernet frames from ports go through the channel
+//! models and come out of other ports at the times the models say. The real-time loop
+//! ([`crate::emulator`]) feeds it frames with their arrival time and sends what it hands back;
+//! tests drive it with made-up times.
+//!
+//! In point-to-point mode each port is one end of one link; a frame entering at one end goes
+//! through that direction's [`Link`] model to the other end. In Wi-Fi mode each port is a
+//! station of one [`Medium`]: the destination MAC picks the receiving station (group
+//! addresses are 802.11 broadcasts: basic rate, no ACK, no retry; an unknown unicast address
+//! is flooded the same way, as a bridge would), and the access category comes from the
+//! frame's priority the way Linux's `cfg80211_classify8021d` picks it: the VLAN PCP if
+//! tagged, else the DSCP of an IPv4/IPv6 header (RFC 8325 mapping), else best effort.
+
+use crate::scenario::{Mode, TestbedScenario};
+use cohort_medium::link::{Link, LinkParams};
+use cohort_medium::wifi::{Ac, Dest, DropReason, Medium, MediumEvent};
+use cohort_time::Instant;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A frame in flight; shared, because a broadcast reaches several stations.
+pub type FrameBuf = Arc<[u8]>;
+
+/// Ethernet header: destination, source, EtherType.
+pub const ETH_HEADER: usize = 14;
+/// An 802.11 data frame carries the Ethernet payload behind an 8-byte LLC/SNAP header
+/// instead of the 14-byte Ethernet header.
+const LLC_SNAP: usize = 8;
+
+/// Where a port sits in the topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortRole {
+    /// End `side` (0 = a, 1 = b) of point-to-point link `link`.
+    LinkEnd { link: usize, side: usize },
+    /// Station `station` of the shared channel.
+    Station { station: usize },
+}
+
+/// One emulator-side interface and what is behind it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Port {
+    /// Node index in the scenario.
+    pub node: usize,
+    pub role: PortRole,
+    /// MAC address of the node's interface behind this port.
+    pub mac: [u8; 6],
+}
+
+/// A frame the fabric did not carry, by reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refused {
+    /// Shorter than an Ethernet header.
+    Malformed,
+    /// The port does not exist.
+    NoPort,
+    /// The channel's queue was full.
+    QueueFull,
+}
+
+struct P2pLink {
+    ports: [usize; 2],
+    dir: [Link<FrameBuf>; 2],
+}
+
+enum Net {
+    P2p(Vec<P2pLink>),
+    Wifi { medium: Box<Medium<FrameBuf>>, by_mac: HashMap<[u8; 6], usize> },
+}
+
+/// Counters of frames through the fabric.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FabricCounters {
+    pub frames_in: u64,
+    pub bytes_in: u64,
+    pub frames_out: u64,
+    pub bytes_out: u64,
+    pub malformed: u64,
+    pub queue_full: u64,
+    /// Unicast frames to an address no station has, flooded as broadcasts.
+    pub flooded: u64,
+    /// Frames the channel gave up on (retry limit, broadcast collision).
+    pub channel_drops: u64,
+}
+
+/// One direction of a point-to-point link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinkStatus {
+    pub link: usize,
+    pub from: String,
+    pub to: String,
+    pub offered: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub queue_drops: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub queued_packets: usize,
+}
+
+/// One access category of one station.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AcStatus {
+    pub ac: String,
+    pub queue_len: usize,
+    pub max_queue: usize,
+    pub enqueued: u64,
+    pub successes: u64,
+    pub queue_drops: u64,
+    pub retry_drops: u64,
+    pub collisions: u64,
+    pub airtime_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StationStatus {
+    pub node: String,
+    pub acs: Vec<AcStatus>,
+}
+
+/// What `cohort testbed status` shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FabricStatus {
+    pub mode: Mode,
+    pub counters: FabricCounters,
+    pub links: Vec<LinkStatus>,
+    pub stations: Vec<StationStatus>,
+    /// Share of time the shared channel was busy since the start (Wi-Fi mode).
+    pub channel_busy_ms: f64,
+}
+
+/// The fabric of one scenario. See the [module docs](self).
+pub struct Fabric {
+    nodes: Vec<String>,
+    ports: Vec<Port>,
+    net: Net,
+    counters: FabricCounters,
+    out: Vec<(usize, FrameBuf, Instant)>,
+}
+
+impl std::fmt::Debug for Fabric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fabric").field("ports", &self.ports).field("counters", &self.counters).finish()
+    }
+}
+
+/// The MAC address the testbed gives a node's interface: locally administered, unique per run.
+pub fn node_mac(mode: Mode, link_or_station: usize, side: usize) -> [u8; 6] {
+    let m = match mode {
+        Mode::P2p => 0x77,
+        Mode::Wifi => 0x78,
+    };
+    [0x02, 0xc0, m, (link_or_station >> 8) as u8, link_or_station as u8, side as u8]
+}
+
+/// The ports of a scenario, in the order the emulator opens its interfaces.
+pub fn ports(s: &TestbedScenario) -> Vec<Port> {
+    match s.mode {
+        Mode::P2p => s
+            .links
+            .iter()
+            .enumerate()
+            .flat_map(|(k, l)| {
+                [(&l.a, 0), (&l.b, 1)].map(|(n, side)| Port {
+                    node: s.node_index(n).expect("validated"),
+                    role: PortRole::LinkEnd { link: k, side },
+                    mac: node_mac(Mode::P2p, k, side),
+                })
+            })
+            .collect(),
+        Mode::Wifi => (0..s.nodes.len())
+            .map(|i| Port { node: i, role: PortRole::Station { station: i }, mac: node_mac(Mode::Wifi, i, 0) })
+            .collect(),
+    }
+}
+
+/// The access category of an Ethernet frame (see the [module docs](self)).
+pub fn classify(frame: &[u8]) -> Ac {
+    if frame.len() < ETH_HEADER {
+        return Ac::Be;
+    }
+    let ethertype = u16::from_be_bytes([frame[12], frame[13]]);
+    let l3 = &frame[ETH_HEADER..];
+    match ethertype {
+        0x8100 if !l3.is_empty() => Ac::from_user_priority(l3[0] >> 5),
+        0x0800 if l3.len() >= 2 && l3[0] >> 4 == 4 => Ac::from_tos(l3[1]),
+        0x86dd if l3.len() >= 2 && l3[0] >> 4 == 6 => Ac::from_tos((l3[0] << 4) | (l3[1] >> 4)),
+        _ => Ac::Be,
+    }
+}
+
+fn mac_of(frame: &[u8], at: usize) -> [u8; 6] {
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&frame[at..at + 6]);
+    m
+}
+
+impl Fabric {
+    /// The fabric of a validated scenario; its models draw from `scenario.seed`.
+    pub fn new(s: &TestbedScenario) -> Result<Self, crate::scenario::ScenarioError> {
+        let ports = ports(s);
+        let net = match s.mode {
+            Mode::P2p => {
+                let mut links = Vec::with_capacity(s.links.len());
+                for (k, l) in s.links.iter().enumerate() {
+                    let (ab, ba): (LinkParams, LinkParams) = l.directions()?;
+                    let seed = s.seed.wrapping_mul(1_000_003).wrapping_add(2 * k as u64);
+                    let link = |p, seed| Link::new(p, seed).expect("validated parameters");
+                    links.push(P2pLink { ports: [2 * k, 2 * k + 1], dir: [link(ab, seed), link(ba, seed + 1)] });
+                }
+                Net::P2p(links)
+            }
+            Mode::Wifi => {
+                let medium = s.build_medium().map_err(|e| crate::scenario::ScenarioError::Invalid(e.to_string()))?;
+                let by_mac = ports.iter().enumerate().map(|(i, p)| (p.mac, i)).collect();
+                Net::Wifi { medium: Box::new(medium), by_mac }
+            }
+        };
+        Ok(Fabric { nodes: s.nodes.clone(), ports, net, counters: FabricCounters::default(), out: Vec::new() })
+    }
+
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+
+    pub fn counters(&self) -> FabricCounters {
+        self.counters
+    }
+
+    /// A frame arrived at `port` at `now`.
+    pub fn ingress(&mut self, now: Instant, port: usize, frame: &[u8]) -> Result<(), Refused> {
+        if port >= self.ports.len() {
+            return Err(Refused::NoPort);
+        }
+        if frame.len() < ETH_HEADER {
+            self.counters.malformed += 1;
+            return Err(Refused::Malformed);
+        }
+        self.counters.frames_in += 1;
+        self.counters.bytes_in += frame.len() as u64;
+        let buf: FrameBuf = Arc::from(frame);
+        match (&mut self.net, self.ports[port].role) {
+            (Net::P2p(links), PortRole::LinkEnd { link, side }) => {
+                use cohort_medium::link::SendOutcome;
+                if links[link].dir[side].send(now, frame.len(), buf) == SendOutcome::QueueFull {
+                    self.counters.queue_full += 1;
+                    return Err(Refused::QueueFull);
+                }
+                Ok(())
+            }
+            (Net::Wifi { medium, by_mac }, PortRole::Station { station }) => {
+                let dst = mac_of(frame, 0);
+                let dest = if dst[0] & 1 == 1 {
+                    Dest::Broadcast
+                } else {
+                    match by_mac.get(&dst) {
+                        Some(&to) if to != station => Dest::Unicast(to),
+                        _ => {
+                            self.counters.flooded += 1;
+                            Dest::Broadcast
+                        }
+                    }
+                };
+                let msdu = frame.len() - ETH_HEADER + LLC_SNAP;
+                match medium.enqueue(now, station, classify(frame), dest, msdu, buf) {
+                    Ok(()) => Ok(()),
+                    Err(_) => {
+                        // The medium also reports the drop as an event, which `take` skips.
+                        self.counters.queue_full += 1;
+                        Err(Refused::QueueFull)
+                    }
+                }
+            }
+            _ => unreachable!("ports are built from the same scenario as the net"),
+        }
+    }
+
+    /// When the fabric next has something to hand out or to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let model = match &self.net {
+            Net::P2p(links) => links.iter().flat_map(|l| l.dir.iter().filter_map(|d| d.poll_timeout())).min(),
+            Net::Wifi { medium, .. } => medium.poll_timeout(),
+        };
+        model.into_iter().chain(self.out.iter().map(|o| o.2)).min()
+    }
+
+    fn take(&mut self, ev: MediumEvent<FrameBuf>) {
+        match ev {
+            MediumEvent::Delivered { to, handle, at, .. } => self.out.push((to, handle, at)),
+            MediumEvent::Sent { .. } => {}
+            MediumEvent::Dropped { reason, .. } => {
+                if reason != DropReason::QueueFull {
+                    self.counters.channel_drops += 1;
+                }
+            }
+        }
+    }
+
+    /// Runs the models up to `now` and returns the next frame due: `(port, frame, due time)`.
+    pub fn poll_egress(&mut self, now: Instant) -> Option<(usize, FrameBuf, Instant)> {
+        if self.out.is_empty() {
+            match &mut self.net {
+                Net::P2p(links) => {
+                    for l in links.iter_mut() {
+                        for side in 0..2 {
+                            while let Some(d) = l.dir[side].poll_deliver(now) {
+                                self.out.push((l.ports[1 - side], d.packet, d.at));
+                            }
+                        }
+                    }
+                }
+                Net::Wifi { medium, .. } => {
+                    medium.handle_timeout(now);
+                    let mut evs = Vec::new();
+                    while let Some(ev) = medium.poll_event(now) {
+                        evs.push(ev);
+                    }
+                    for ev in evs {
+                        self.take(ev);
+                    }
+                }
+            }
+            // Hand out in due order, earliest last (popped first).
+            self.out.sort_by_key(|o| std::cmp::Reverse(o.2));
+        }
+        let o = self.out.pop()?;
+        self.counters.frames_out += 1;
+        self.counters.bytes_out += o.1.len() as u64;
+        Some(o)
+    }
+
+    /// Counters per link direction or per station and access category.
+    pub fn status(&mut self, now: Instant) -> FabricStatus {
+        let mut st = FabricStatus {
+            mode: Mode::P2p,
+            counters: self.counters,
+            links: Vec::new(),
+            stations: Vec::new(),
+            channel_busy_ms: 0.0,
+        };
+        match &mut self.net {
+            Net::P2p(links) => {
+                for (k, l) in links.iter_mut().enumerate() {
+                    for side in 0..2 {
+                        let s = l.dir[side].stats();
+                        let name = |p: usize| self.nodes[self.ports[l.ports[p]].node].clone();
+                        st.links.push(LinkStatus {
+                            link: k,
+                            from: name(side),
+                            to: name(1 - side),
+                            offered: s.offered,
+                            delivered: s.delivered,
+                            lost: s.lost,
+                            queue_drops: s.queue_drops,
+                            duplicated: s.duplicated,
+                            reordered: s.reordered,
+                            queued_packets: l.dir[side].queued_packets(now),
+                        });
+                    }
+                }
+            }
+            Net::Wifi { medium, .. } => {
+                st.mode = Mode::Wifi;
+                st.channel_busy_ms = medium.busy_time().as_secs_f64() * 1e3;
+                for (i, node) in self.nodes.iter().enumerate() {
+                    let acs = [Ac::Bk, Ac::Be, Ac::Vi, Ac::Vo]
+                        .into_iter()
+                        .filter_map(|ac| {
+                            let s = medium.stats(i, ac)?;
+                            Some(AcStatus {
+                                ac: format!("{ac:?}").to_uppercase(),
+                                queue_len: s.queue_len,
+                                max_queue: s.max_queue,
+                                enqueued: s.enqueued,
+                                successes: s.successes,
+                                queue_drops: s.queue_drops,
+                                retry_drops: s.retry_drops,
+                                collisions: s.collisions,
+                                airtime_ms: s.airtime.as_secs_f64() * 1e3,
+                            })
+                        })
+                        .collect();
+                    st.stations.push(StationStatus { node: node.clone(), acs });
+                }
+            }
+        }
+        st
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn eth(dst: [u8; 6], src: [u8; 6], tos: u8, len: usize) -> Vec<u8> {
+        let mut f = vec![0u8; len];
+        f[..6].copy_from_slice(&dst);
+        f[6..12].copy_from_slice(&src);
+        f[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+        f[14] = 0x45;
+        f[15] = tos;
+        f
+    }
+
+    fn drain(f: &mut Fabric, until: Instant) -> Vec<(usize, usize, Instant)> {
+        let mut out = Vec::new();
+        let mut now = Instant::from_nanos(0);
+        while let Some(t) = f.poll_timeout() {
+            if t > until {
+                break;
+            }
+            now = now.max(t);
+            while let Some((port, fr, at)) = f.poll_egress(now) {
+                out.push((port, fr.len(), at));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn classifies_like_linux() {
+        let f = |tos| classify(&eth([0; 6], [0; 6], tos, 60));
+        assert_eq!(f(0xb8), Ac::Vo); // EF
+        assert_eq!(f(0x88), Ac::Vi); // AF41
+        assert_eq!(f(0x20), Ac::Bk); // CS1
+        assert_eq!(f(0x00), Ac::Be);
+        let mut v6 = eth([0; 6], [0; 6], 0, 60);
+        v6[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+        v6[14] = 0x6b; // traffic class 0xb8 = EF
+        v6[15] = 0x80;
+        assert_eq!(classify(&v6), Ac::Vo);
+        let mut vlan = eth([0; 6], [0; 6], 0, 60);
+        vlan[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
+        vlan[14] = 6 << 5;
+        assert_eq!(classify(&vlan), Ac::Vo);
+        let mut arp = eth([0; 6], [0; 6], 0xb8, 60);
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(classify(&arp), Ac::Be);
+        assert_eq!(classify(&[0u8; 3]), Ac::Be);
+    }
+
+    #[test]
+    fn p2p_frames_cross_with_the_configured_delay_and_both_ways() {
+        let s = TestbedScenario::parse(
+            "name = \"t\"\nmode = \"p2p\"\nnodes = [\"a\", \"b\"]\n[[links]]\na = \"a\"\nb = \"b\"\nowd_ms = 20.0\nrate_mbps = 8.0\n",
+        )
+        .unwrap();
+        let mut f = Fabric::new(&s).unwrap();
+        let t0 = Instant::from_millis(1);
+        f.ingress(t0, 0, &eth([0xff; 6], [1; 6], 0, 1000)).unwrap();
+        f.ingress(t0, 1, &eth([0xff; 6], [2; 6], 0, 500)).unwrap();
+        let out = drain(&mut f, Instant::from_millis(100));
+        assert_eq!(out.len(), 2);
+        // 1000 bytes at 8 Mbit/s: 1 ms serialization, then 20 ms.
+        let to_b = out.iter().find(|o| o.0 == 1).unwrap();
+        assert_eq!(to_b.2, t0 + Duration::from_millis(21));
+        let to_a = out.iter().find(|o| o.0 == 0).unwrap();
+        assert_eq!(to_a.1, 500);
+        assert_eq!(f.counters().frames_out, 2);
+        let st = f.status(Instant::from_millis(100));
+        assert_eq!(st.links.len(), 2);
+        assert_eq!((st.links[0].from.as_str(), st.links[0].delivered), ("a", 1));
+    }
+
+    #[test]
+    fn wifi_unicast_broadcast_and_unknown_addresses() {
+        let s = TestbedScenario::parse(
+            "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\", \"c\"]\n[wifi]\nphy = \"a\"\ndata_mbps = 54.0\n",
+        )
+        .unwrap();
+        let mut f = Fabric::new(&s).unwrap();
+        let mac = |i| node_mac(Mode::Wifi, i, 0);
+        let t0 = Instant::from_millis(1);
+        f.ingress(t0, 0, &eth(mac(2), mac(0), 0xb8, 200)).unwrap();
+        f.ingress(t0, 1, &eth([0xff; 6], mac(1), 0, 100)).unwrap();
+        f.ingress(t0, 2, &eth([0x02, 0, 0, 0, 0, 9], mac(2), 0, 80)).unwrap();
+        assert_eq!(f.ingress(t0, 9, &eth(mac(1), mac(0), 0, 80)), Err(Refused::NoPort));
+        assert_eq!(f.ingress(t0, 0, &[1, 2, 3]), Err(Refused::Malformed));
+        let mut out = drain(&mut f, Instant::from_millis(50));
+        out.sort();
+        // Unicast to c; the broadcast from b to a and c; the unknown unicast from c flooded to a, b.
+        let ports: Vec<(usize, usize)> = out.iter().map(|o| (o.0, o.1)).collect();
+        assert_eq!(ports, vec![(0, 80), (0, 100), (1, 80), (2, 100), (2, 200)]);
+        let c = f.counters();
+        assert_eq!((c.frames_in, c.frames_out, c.malformed, c.flooded), (3, 5, 1, 1));
+        let st = f.status(Instant::from_millis(50));
+        let vo = st.stations[0].acs.iter().find(|a| a.ac == "VO").unwrap();
+        assert_eq!(vo.successes, 1);
+        assert!(st.channel_busy_ms > 0.0);
+    }
+
+    #[test]
+    fn full_hardware_queue_refuses_and_counts() {
+        let s =
+            TestbedScenario::parse("name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = 2\n")
+                .unwrap();
+        let mut f = Fabric::new(&s).unwrap();
+        let b = node_mac(Mode::Wifi, 1, 0);
+        let t0 = Instant::from_millis(1);
+        let results: Vec<_> = (0..4).map(|_| f.ingress(t0, 0, &eth(b, [0; 6], 0, 1500))).collect();
+        assert_eq!(results.iter().filter(|r| r.is_err()).count(), 2);
+        assert_eq!(f.counters().queue_full, 2);
+        assert_eq!(drain(&mut f, Instant::from_millis(100)).len(), 2);
+    }
+}
