@@ -1,0 +1,262 @@
+"""``cohort bench tune``: default vs tuned on the reference pair, and sample efficiency.
+
+Live part, per environment (sparse, dense):
+
+1. a TPE study over the reference spec's knobs (``--trials``, one 8 s measurement per trial,
+   default configuration first) picks the tuned configuration;
+2. validation: default and tuned run alternately (ABAB..., ``--validate-reps`` each, 12 s after a
+   2 s warm-up), so drifting background load hits both alike. Figures are means over the
+   repetitions: ``nav_p99_ms_*`` (p99 NAV loop time), ``detect_mean_ms_*`` (mean frame time),
+   ``nav_p99_ratio`` = default / tuned, ``detect_mean_ms_ratio`` = tuned / default.
+
+Top-level ``nav_p99_*`` figures are the worse environment's (the one with the smaller ratio),
+``detect_mean_ms_ratio`` the larger (worse) of the two.
+
+Replay part: the recorded table (:mod:`cohort.tune.grid`) is searched by Optuna's TPE (as
+``run`` configures it) and by random search, 20 seeds each, budget 25 trials, both starting
+from the default configuration. ``trials_to_within_5pct`` = the first trial whose best-so-far is
+within 5% of the table's optimum (budget + 1 when never); medians are reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import optuna
+
+from cohort.tune import grid
+from cohort.tune.search import default_params, make_sampler, objective_fn
+from cohort.tune.spec import load
+
+DATA = Path(__file__).parent / "data"
+SPEC = Path(__file__).parent / "specs" / "reference.toml"
+BUDGET = 25
+SEEDS = 20
+
+
+# ---- replay on the recorded table -------------------------------------------------------
+def replay_run(table: dict[str, Any], sampler_name: str, seed: int, budget: int = BUDGET) -> list[float]:
+    """One search on the table; returns the objective of each of ``budget`` trials."""
+    lookup = {grid.key(e["config"]): float(e["objective"]) for e in table["entries"]}
+    axes = table["axes"]
+    sampler = make_sampler(sampler_name, seed)
+    study = optuna.create_study(sampler=sampler, direction="minimize")
+    default = table["default"]
+    study.enqueue_trial({k: (axes[k].index(v) if _ordinal(axes[k]) else v) for k, v in grid.effective(default).items()})
+
+    def objective(trial: optuna.Trial) -> float:
+        cfg: dict[str, Any] = {}
+        for name, values in axes.items():
+            if name == "nav.rt_runtime_ms" and cfg.get("nav.rt") != "deadline":
+                continue
+            if _ordinal(values):
+                cfg[name] = values[trial.suggest_int(name, 0, len(values) - 1)]
+            else:
+                cfg[name] = trial.suggest_categorical(name, values)
+        return lookup[grid.key(cfg)]
+
+    study.optimize(objective, n_trials=budget)
+    return [float(t.value) for t in study.trials if t.value is not None]
+
+
+def _ordinal(values: list[Any]) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def trials_to_within(values: list[float], optimum: float, tol: float = 0.05, budget: int = BUDGET) -> int:
+    best = float("inf")
+    for i, v in enumerate(values[:budget], start=1):
+        best = min(best, v)
+        if best <= optimum * (1 + tol):
+            return i
+    return budget + 1
+
+
+def replay(table: dict[str, Any], seeds: int = SEEDS, budget: int = BUDGET) -> dict[str, Any]:
+    optimum = min(float(e["objective"]) for e in table["entries"])
+    within = sum(1 for e in table["entries"] if float(e["objective"]) <= optimum * 1.05)
+    out: dict[str, Any] = {
+        "table_configs": len(table["entries"]),
+        "table_optimum": optimum,
+        "configs_within_5pct": within,
+        "budget": budget,
+        "seeds": seeds,
+    }
+    curves: dict[str, list[list[float]]] = {}
+    for name in ("tpe", "random"):
+        counts = []
+        curves[name] = []
+        for seed in range(seeds):
+            vals = replay_run(table, name, seed, budget)
+            counts.append(trials_to_within(vals, optimum, budget=budget))
+            best, acc = float("inf"), []
+            for v in vals:
+                best = min(best, v)
+                acc.append(best / optimum)
+            curves[name].append(acc)
+        key = "optuna" if name == "tpe" else "random"
+        out[key] = {
+            "trials_to_within_5pct_median": statistics.median(counts),
+            "trials_to_within_5pct": counts,
+            "never_within": sum(1 for c in counts if c > budget),
+        }
+    out["_curves"] = curves
+    return out
+
+
+# ---- live default vs tuned --------------------------------------------------------------
+def live_env(env: str, trials: int, reps: int, state_dir: str, log: Any) -> dict[str, Any]:
+    from cohort.tune.runner import Session
+
+    spec = load(SPEC)
+    spec.environment = env
+    spec.trial.duration_s, spec.trial.warmup_s, spec.trial.repetitions = 8.0, 1.5, 1
+    with Session(spec, state_dir) as s:
+        study = optuna.create_study(sampler=make_sampler("tpe", seed=0), direction="minimize")
+        study.enqueue_trial(default_params(spec, s.thp_at_start))
+        study.optimize(objective_fn(s, spec, keep_samples=False, log=log), n_trials=trials, catch=(Exception,))
+        done = [t for t in study.trials if t.value is not None]
+        best = min(done, key=lambda t: t.value)  # type: ignore[arg-type,return-value]
+        tuned = best.user_attrs["config"]
+        log(f"{env}: tuned configuration (trial {best.number}, {best.value:.1f}): {json.dumps(tuned)}")
+        spec.trial.duration_s, spec.trial.warmup_s = 12.0, 2.0
+        rows: dict[str, list[dict[str, Any]]] = {"default": [], "tuned": []}
+        samples: dict[str, list[float]] = {"default": [], "tuned": []}
+        for r in range(reps):
+            for label, cfg in (
+                (("default", {}), ("tuned", tuned)) if r % 2 == 0 else (("tuned", tuned), ("default", {}))
+            ):
+                m = s.measure(cfg, keep_samples=True)
+                assert m is not None
+                rows[label].append(
+                    {"nav_p99_ms": m.stats["nav.loop_ms"]["p99"], "detect_mean_ms": m.stats["detect.frame_ms"]["mean"]}
+                )
+                samples[label].extend(m.samples["nav.loop_ms"])
+                log(
+                    f"{env} rep {r} {label}: nav p99 {rows[label][-1]['nav_p99_ms']:.1f} ms, "
+                    f"detect mean {rows[label][-1]['detect_mean_ms']:.1f} ms"
+                )
+
+    def mean(label: str, k: str) -> float:
+        return statistics.fmean(x[k] for x in rows[label])
+
+    res = {
+        "nav_p99_ms_default": mean("default", "nav_p99_ms"),
+        "nav_p99_ms_tuned": mean("tuned", "nav_p99_ms"),
+        "detect_mean_ms_default": mean("default", "detect_mean_ms"),
+        "detect_mean_ms_tuned": mean("tuned", "detect_mean_ms"),
+        "repetitions": rows,
+        "tuned_config": tuned,
+        "search_trials": trials,
+        "search_best_trial": best.number,
+        "_samples": samples,
+    }
+    res["nav_p99_ratio"] = res["nav_p99_ms_default"] / res["nav_p99_ms_tuned"]
+    res["detect_mean_ms_ratio"] = res["detect_mean_ms_tuned"] / res["detect_mean_ms_default"]
+    return res
+
+
+def plot(report: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    envs = report.get("environments", {})
+    fig, axes = plt.subplots(1, 1 + max(1, len(envs)), figsize=(5 * (1 + max(1, len(envs))), 4))
+    for ax, (env, r) in zip(axes[1:], envs.items(), strict=False):
+        for label, color in (("default", "tab:gray"), ("tuned", "tab:blue")):
+            vals = r["_samples"][label]
+            ax.hist(vals, bins=50, alpha=0.6, color=color, label=f"{label}: p99 {r[f'nav_p99_ms_{label}']:.1f} ms")
+        ax.axvline(50.0, color="k", ls=":", lw=1)
+        ax.set_title(f"NAV loop time, {env} (ratio {r['nav_p99_ratio']:.2f})")
+        ax.set_xlabel("loop_ms")
+        ax.legend()
+    rp = report.get("replay")
+    ax = axes[0]
+    if rp:
+        for name, color in (("tpe", "tab:blue"), ("random", "tab:orange")):
+            c = np.asarray(rp["_curves"][name])
+            x = np.arange(1, c.shape[1] + 1)
+            ax.plot(
+                x,
+                np.median(c, axis=0),
+                color=color,
+                label=f"{'optuna TPE' if name == 'tpe' else 'random'} (median of {len(c)})",
+            )
+            ax.fill_between(x, np.percentile(c, 25, axis=0), np.percentile(c, 75, axis=0), color=color, alpha=0.2)
+        ax.axhline(1.05, color="k", ls=":", lw=1, label="within 5%")
+        ax.set_ylim(0.95, min(3.0, float(np.max(np.asarray(rp["_curves"]["random"])[:, 0])) + 0.1))
+        ax.set_xlabel("trial")
+        ax.set_ylabel("best so far / table optimum")
+        ax.set_title("sample efficiency on the recorded table")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    def log(s: str) -> None:
+        print(s, file=sys.stderr, flush=True)
+
+    t0 = time.time()
+    table_path = Path(args.table) if args.table else DATA / "grid_dense.json"
+    table = json.loads(table_path.read_text())
+    report: dict[str, Any] = {
+        "bench": "tune",
+        "command": "python -m cohort.tune bench --json" + ("" if args.trials == 12 else f" --trials {args.trials}"),
+        "machine": {"cpus": __import__("os").cpu_count(), "kernel": __import__("platform").release()},
+    }
+    if not args.replay_only:
+        envs = {}
+        for env in args.envs.split(","):
+            envs[env] = live_env(env, args.trials, args.validate_reps, args.state_dir, log)
+        worst = min(envs, key=lambda e: envs[e]["nav_p99_ratio"])
+        report.update(
+            {
+                "nav_p99_ms_default": envs[worst]["nav_p99_ms_default"],
+                "nav_p99_ms_tuned": envs[worst]["nav_p99_ms_tuned"],
+                "nav_p99_ratio": envs[worst]["nav_p99_ratio"],
+                "detect_mean_ms_ratio": max(e["detect_mean_ms_ratio"] for e in envs.values()),
+                "worse_environment": worst,
+                "environments": envs,
+                "method": {
+                    "search": f"TPE, {args.trials} trials of one 8 s measurement (1.5 s warm-up), default first",
+                    "validation": f"default and tuned alternated, {args.validate_reps} runs each "
+                    "of 12 s after 2 s warm-up",
+                },
+            }
+        )
+    rp = replay(table)
+    rp["table"] = str(table_path.relative_to(Path.cwd())) if table_path.is_relative_to(Path.cwd()) else str(table_path)
+    report["replay"] = rp
+    report["optuna"] = rp["optuna"]
+    report["random"] = rp["random"]
+    report["seconds"] = round(time.time() - t0, 1)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot(report, out.with_suffix(".png"))
+    clean = _strip(report)
+    out.with_suffix(".json").write_text(json.dumps(clean, indent=1) + "\n")
+    if args.json:
+        print(json.dumps(clean, indent=1))
+    else:
+        print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
+    return 0
+
+
+def _strip(x: Any) -> Any:
+    """Drop the underscore keys (raw samples and curves kept only for the plot)."""
+    if isinstance(x, dict):
+        return {k: _strip(v) for k, v in x.items() if not str(k).startswith("_")}
+    if isinstance(x, list):
+        return [_strip(v) for v in x]
+    return x

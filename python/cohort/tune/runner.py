@@ -1,0 +1,365 @@
+"""A tuning session: set up the apps' cgroups, apply one configuration, run the apps, measure.
+
+Order inside one measurement (a repetition of a trial):
+
+1. cgroup and system knobs (THP, CPU shares, memory soft limits, cpusets, the RT budgets in
+   ``cpu.rt_runtime_us`` of the app cgroups and their parent) — the apps are not running yet;
+2. each app is started behind a gate (``sh`` waiting on a pipe), moved into its cgroups while
+   it waits, then released to ``exec`` its command — so not one instruction of the app runs
+   outside its cgroups; it also gets ``PR_SET_PDEATHSIG``/its own process group, so a killed
+   tuner takes its apps along;
+3. when every app said ``ready`` (see :mod:`cohort.tune.protocol`), the real-time policy is set
+   on every thread of each app (deadline tasks cannot create threads, hence after ready), and
+   re-applied every half second to threads that appear later;
+4. samples read during ``warmup_s`` are dropped, then ``duration_s`` of samples are kept;
+5. the apps are stopped (SIGTERM, then SIGKILL after 2 s).
+
+Leaving the session (normally, by exception, SIGINT or SIGTERM) rolls everything back from the
+journal unless ``keep`` is set; a SIGKILL leaves the journal for ``cohort tune restore``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cohort.tune import sched
+from cohort.tune.cgroups import AppCgroups, detect
+from cohort.tune.errors import AppError, KnobError, TuneError
+from cohort.tune.protocol import ENV_VAR, Collector
+from cohort.tune.spec import App, Spec, Term
+from cohort.tune.system import Journal, System, kill_group, restore
+
+THP_PATH = "/sys/kernel/mm/transparent_hugepage/enabled"
+PR_SET_PDEATHSIG = 1
+_GATE = 'read -r _ <&3; exec 3<&-; exec "$@"'
+
+
+def stats_of(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {"n": 0.0}
+    a = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    return {
+        "n": float(a.size),
+        "mean": float(a.mean()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(a.max()),
+    }
+
+
+@dataclass
+class Measurement:
+    """One repetition: statistics per ``app.metric`` and the objective's value."""
+
+    stats: dict[str, dict[str, float]]
+    objective: float
+    constraint: float | None  # stat - max of the SLO term; <= 0 means met
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    malformed: dict[str, list[str]] = field(default_factory=dict)
+
+
+def term_value(term: Term, stats: dict[str, dict[str, float]]) -> float:
+    s = stats.get(f"{term.app}.{term.metric}", {})
+    if term.stat not in s:
+        raise AppError(f"app {term.app} reported no {term.metric} samples in the measurement window")
+    return s[term.stat]
+
+
+def evaluate(spec: Spec, stats: dict[str, dict[str, float]]) -> tuple[float, float | None]:
+    obj = sum((t.weight if spec.objective.kind != "sum" else 1.0) * term_value(t, stats) for t in spec.objective.terms)
+    c = spec.objective.constraint
+    cons = None if c is None or c.max is None else term_value(c, stats) - c.max
+    return obj, cons
+
+
+def _pdeathsig() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+class Session:
+    """Context manager owning the journal, the cgroups and the apps of one spec."""
+
+    def __init__(
+        self,
+        spec: Spec,
+        state_dir: str | Path,
+        dry_run: bool = False,
+        keep: bool = False,
+        echo: Any = None,
+        scratch: str | Path | None = None,
+    ) -> None:
+        self.spec = spec
+        self.journal = Journal(state_dir)
+        self.dry_run = dry_run
+        self.keep = keep
+        self.echo = echo or (lambda s: print(s, flush=True))
+        self.sys = System(None if dry_run else self.journal, dry_run, self.echo)
+        self.layout = detect(spec.cgroup_version)
+        self.cg = AppCgroups(self.sys, self.layout, spec.cgroup_root, [a.cgroup for a in spec.apps], spec.controllers())
+        self._own_scratch = scratch is None
+        self.scratch = Path(scratch or tempfile.mkdtemp(prefix="cohort-tune-"))
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.thp_at_start = System.read(THP_PATH) if Path(THP_PATH).exists() else None
+        self._old_handlers: dict[int, Any] = {}
+        self._seq = 0
+
+    # ---- lifecycle ---------------------------------------------------------------------
+    def __enter__(self) -> Session:
+        if not self.dry_run:
+            self.journal.begin()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        try:
+            self.cg.create()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop_apps()
+            if not self.dry_run and not self.keep:
+                problems = restore(self.journal, echo=lambda _s: None)
+                if problems:
+                    raise TuneError("rollback incomplete: " + "; ".join(problems))
+            elif self.keep and not self.dry_run:
+                self.echo(f"kept the configuration; undo with: cohort tune restore --state-dir {self.journal.dir}")
+        finally:
+            for sig, h in self._old_handlers.items():
+                signal.signal(sig, h)
+            if self._own_scratch:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ---- knobs -------------------------------------------------------------------------
+    def resolve(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The configuration with every knob of the spec filled in (defaults for the rest)."""
+        full = self.spec.defaults()
+        full.update(config)
+        if full.get("system.thp") == "current":
+            full["system.thp"] = self.thp_at_start
+        for app in self.spec.apps:
+            rt, per = full.get(f"{app.name}.rt_runtime_ms"), full.get(f"{app.name}.rt_period_ms")
+            if rt is not None and per is not None and rt > 0.95 * per:
+                full[f"{app.name}.rt_runtime_ms"] = round(0.95 * per, 3)  # runtime <= deadline = period
+        return full
+
+    def apply_static(self, config: dict[str, Any]) -> None:
+        """Knobs that apply to cgroups and the system (before the apps start)."""
+        cfg = self.resolve(config)
+        if "system.thp" in cfg and cfg["system.thp"] is not None:
+            self.sys.write(THP_PATH, cfg["system.thp"], hint="THP modes: always, madvise, never")
+        budgets: dict[str, int] = {}
+        for app in self.spec.apps:
+            g = app.cgroup
+            if f"{app.name}.cpu_shares" in cfg:
+                self.cg.set_cpu_shares(g, int(cfg[f"{app.name}.cpu_shares"]))
+            if f"{app.name}.mem_soft_limit_mib" in cfg:
+                self.cg.set_mem_soft_limit(g, int(cfg[f"{app.name}.mem_soft_limit_mib"]))
+            if f"{app.name}.cpuset" in cfg:
+                self.cg.set_cpuset(g, str(cfg[f"{app.name}.cpuset"]))
+            rt = cfg.get(f"{app.name}.rt", "none")
+            budgets[g] = int(cfg.get(f"{app.name}.rt_budget_us", 900000)) if rt != "none" else 0
+        if self.layout.version == 1 or any(budgets.values()):
+            self.cg.set_rt_runtime(budgets)
+
+    def rt_attr(self, app: App, cfg: dict[str, Any]) -> dict[str, int] | None:
+        rt = cfg.get(f"{app.name}.rt", "none")
+        if rt == "deadline":
+            per = float(cfg.get(f"{app.name}.rt_period_ms", 50.0))
+            run = float(cfg.get(f"{app.name}.rt_runtime_ms", 40.0))
+            return sched.deadline_attr(run, per, per)
+        if rt == "fifo":
+            return sched.fifo_attr(int(cfg.get(f"{app.name}.fifo_priority", 50)))
+        return None
+
+    def apply_rt(self, app: App, attr: dict[str, int], done: set[int]) -> int:
+        """Set ``attr`` on every not-yet-done thread of the app; returns how many were set."""
+        proc = self.procs.get(app.name)
+        if proc is None:
+            return 0
+        n = 0
+        for tid in sched.threads_of(proc.pid):
+            if tid in done:
+                continue
+            try:
+                prior = sched.get_attr(tid)
+            except KnobError:
+                continue  # the thread exited meanwhile
+            self.sys.sched_prior(tid, prior)
+            try:
+                sched.set_attr(tid, attr)
+            except KnobError as e:
+                if e.errno == 3:  # ESRCH: the thread exited between listing and setting
+                    continue
+                raise type(e)(f"app {app.name}", str(e), e.errno) from e
+            done.add(tid)
+            n += 1
+        return n
+
+    # ---- apps --------------------------------------------------------------------------
+    def command(self, app: App, run_s: float) -> list[str]:
+        subs = {
+            "duration": f"{run_s:g}",
+            "environment": self.spec.environment,
+            "app": app.name,
+            "python": sys.executable,
+        }
+        try:
+            return [c.format(**subs) for c in app.command]
+        except (KeyError, IndexError) as e:
+            raise AppError(f"app {app.name}: unknown placeholder {e} in command") from e
+
+    def start_app(self, app: App, run_s: float, metrics_path: Path) -> None:
+        cmd = self.command(app, run_s)
+        procs_files = self.cg.procs_files(app.cgroup)
+        if self.dry_run:
+            self.echo(f"spawn {app.name}: {' '.join(cmd)} (into {', '.join(str(p.parent) for p in procs_files)})")
+            return
+        env = {**os.environ, **app.env, ENV_VAR: str(metrics_path)}
+        r, w = os.pipe()
+        os.set_inheritable(r, True)
+        log = open(self.scratch / f"{app.name}.log", "ab")  # noqa: SIM115 (handed to the child)
+        try:
+            p = subprocess.Popen(
+                ["/bin/sh", "-c", _GATE, "cohort-gate", *cmd],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(r,),
+                preexec_fn=lambda: (os.dup2(r, 3), _pdeathsig()),
+                start_new_session=True,
+            )
+        except OSError as e:
+            os.close(r)
+            os.close(w)
+            raise AppError(f"app {app.name}: cannot start {cmd[0]}: {e.strerror}") from e
+        finally:
+            log.close()
+        os.close(r)
+        self.procs[app.name] = p
+        self.sys.spawned(p.pid)
+        try:
+            for f in procs_files:
+                self.sys.write(f, p.pid, hint="moving the app into its cgroup")
+        except KnobError:
+            os.close(w)
+            kill_group(p.pid, None)
+            p.kill()
+            p.wait()
+            raise
+        os.write(w, b"go\n")
+        os.close(w)
+
+    def stop_apps(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 2.0
+        for p in self.procs.values():
+            try:
+                p.wait(timeout=max(0.01, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        self.procs.clear()
+
+    # ---- one measurement ---------------------------------------------------------------
+    def measure(self, config: dict[str, Any], keep_samples: bool = False) -> Measurement | None:
+        """Run the apps once under ``config``. None in dry-run mode (nothing runs)."""
+        t = self.spec.trial
+        cfg = self.resolve(config)
+        self.apply_static(cfg)
+        self._seq += 1
+        run_s = t.ready_timeout_s + t.warmup_s + t.duration_s + 5.0
+        collectors: dict[str, Collector] = {}
+        attrs = {a.name: self.rt_attr(a, cfg) for a in self.spec.apps}
+        try:
+            for app in self.spec.apps:
+                path = self.scratch / f"{app.name}.{self._seq}.metrics"
+                path.write_bytes(b"")
+                collectors[app.name] = Collector(str(path))
+                self.start_app(app, run_s, path)
+            if self.dry_run:
+                for app in self.spec.apps:
+                    if attrs[app.name]:
+                        self.echo(f"sched every thread of {app.name} <- {sched.describe(attrs[app.name])}")
+                return None
+            self._wait_ready(collectors, t.ready_timeout_s)
+            done: dict[str, set[int]] = {a.name: set() for a in self.spec.apps}
+            for app in self.spec.apps:
+                if attrs[app.name]:
+                    self.apply_rt(app, attrs[app.name], done[app.name])
+            t0 = time.monotonic()
+            start, end = t0 + t.warmup_s, t0 + t.warmup_s + t.duration_s
+            next_sweep = t0 + 0.5
+            while time.monotonic() < end:
+                time.sleep(0.1)
+                for name, c in collectors.items():
+                    c.poll()
+                    if self.procs[name].poll() is not None:
+                        raise AppError(
+                            f"app {name} exited with status {self.procs[name].returncode} mid-trial; {self._tail(name)}"
+                        )
+                if time.monotonic() >= next_sweep:
+                    next_sweep += 0.5
+                    for app in self.spec.apps:
+                        if attrs[app.name]:
+                            self.apply_rt(app, attrs[app.name], done[app.name])
+        finally:
+            self.stop_apps()
+        stats: dict[str, dict[str, float]] = {}
+        samples: dict[str, list[float]] = {}
+        for app in self.spec.apps:
+            c = collectors[app.name]
+            c.poll()
+            for metric in sorted({s.metric for s in c.samples}):
+                vals = [s.value for s in c.samples if s.metric == metric and start <= s.t_s <= end + 0.15]
+                stats[f"{app.name}.{metric}"] = stats_of(vals)
+                if keep_samples:
+                    samples[f"{app.name}.{metric}"] = vals
+        obj, cons = evaluate(self.spec, stats)
+        return Measurement(stats, obj, cons, samples, {k: c.malformed for k, c in collectors.items() if c.malformed})
+
+    def _wait_ready(self, collectors: dict[str, Collector], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for name, c in collectors.items():
+                c.poll()
+                if self.procs[name].poll() is not None:
+                    raise AppError(
+                        f"app {name} exited with status {self.procs[name].returncode} before ready; {self._tail(name)}"
+                    )
+            if all(c.ready_at_s is not None for c in collectors.values()):
+                return
+            time.sleep(0.05)
+        # apps that never say ready get their knobs now, as documented in the protocol
+
+    def _tail(self, name: str) -> str:
+        try:
+            text = (self.scratch / f"{name}.log").read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no log"
+        return "log tail: " + " | ".join(text[-3:]) if text else "empty log"
