@@ -218,3 +218,36 @@ def test_sigkill_mid_trial_then_restore(tmp_path: Path, state: Path, thp_guard: 
                     break
                 except OSError:
                     time.sleep(0.05)
+
+
+def test_apply_moves_a_running_process_and_moves_it_back(tmp_path: Path, state: Path) -> None:
+    need_root_cgroups()
+    d = spec_dict(tmp_path, {"a": {"cpu_shares": {"range": [128, 4096]}, "rt": {"choices": ["none", "fifo"]}}})
+    d["knobs"]["a"]["rt_budget_us"] = {"value": 20000}
+    spec = tmp_path / "s.toml"
+    spec.write_text(toml_of(d))
+    (state / "profiles").mkdir(parents=True)
+    profile = {"name": "p", "environment": "lab", "spec": str(spec), "config": {"a.cpu_shares": 600, "a.rt": "fifo"}}
+    (state / "profiles" / "p.json").write_text(json.dumps(profile))
+    victim = subprocess.Popen(["sleep", "60"])
+    try:
+        before = Path(f"/proc/{victim.pid}/cgroup").read_text()
+        args = ["apply", "--profile", "p", "--state-dir", str(state), "--pid", f"a={victim.pid}", "--for", "2"]
+        p = subprocess.Popen(
+            [sys.executable, "-m", "cohort.tune", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert p.stdout is not None
+        assert "applied" in p.stdout.readline()
+        inside = Path(f"/proc/{victim.pid}/cgroup").read_text()
+        assert d["cgroup_root"] in inside
+        assert os.sched_getscheduler(victim.pid) & ~os.SCHED_RESET_ON_FORK == os.SCHED_FIFO
+        assert p.wait(timeout=30) == 0, p.stderr.read() if p.stderr else ""
+        assert victim.poll() is None  # a process we did not start is never killed
+        assert Path(f"/proc/{victim.pid}/cgroup").read_text() == before
+        assert os.sched_getscheduler(victim.pid) == os.SCHED_OTHER
+    finally:
+        victim.kill()
+        victim.wait()

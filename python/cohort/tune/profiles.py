@@ -92,7 +92,7 @@ def apply_profile(args: argparse.Namespace) -> int:
             attr = s.rt_attr(app, full)
             if app.name in pids:
                 for f in s.cg.procs_files(app.cgroup):
-                    s.sys.write(f, pids[app.name], hint="moving the process into its cgroup")
+                    s.sys.move(pids[app.name], f, hint="moving the process into its cgroup")
                 if attr and not args.dry_run:
                     for tid in sched.threads_of(pids[app.name]):
                         s.sys.sched_prior(tid, sched.get_attr(tid))

@@ -261,7 +261,7 @@ class Session:
         self.sys.spawned(p.pid)
         try:
             for f in procs_files:
-                self.sys.write(f, p.pid, hint="moving the app into its cgroup")
+                self.sys.move(p.pid, f, hint="moving the app into its cgroup")
         except KnobError:
             os.close(w)
             kill_group(p.pid, None)

@@ -195,7 +195,7 @@ def run_study(args: argparse.Namespace) -> int:
         return 0
     sampler = make_sampler(args.sampler, args.seed, constrained=spec.objective.kind == "slo")
     study = open_study(spec, db, sampler)
-    with Session(spec, args.state_dir, keep=False) as session:
+    with Session(spec, args.state_dir, keep=args.keep) as session:
         if not study.trials:
             study.enqueue_trial(default_params(spec, session.thp_at_start), skip_if_exists=True)
         study.set_user_attr("spec", str(Path(args.spec).resolve()))
@@ -203,9 +203,11 @@ def run_study(args: argparse.Namespace) -> int:
         t0 = time.monotonic()
         study.optimize(objective_fn(session, spec), n_trials=args.trials, catch=(TuneError,))
         print(f"{args.trials} trials in {time.monotonic() - t0:.0f} s; study {study_name(spec)} in {db}")
-    best = best_trial(study)
-    if best is None:
-        raise TuneError("no trial completed")
+        best = best_trial(study)
+        if best is None:
+            raise TuneError("no trial completed")
+        if args.keep:  # leave the best configuration's cgroup/system knobs in place
+            session.apply_static(best.user_attrs.get("config", best.params))
     path = save_profile(args.state_dir, args.profile or spec.environment, spec, best, study)
     print(f"best objective {best.value:.2f} (trial {best.number}); profile saved to {path}")
     if args.report:

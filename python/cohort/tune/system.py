@@ -10,6 +10,8 @@ Journal entries (``op``):
 * ``write`` — ``path``, ``prior`` (the value to write back; only the first write of a path in a
   session is journaled, which is the value before the session);
 * ``mkdir`` — ``path`` (restore removes it);
+* ``move`` — ``pid``, ``start``, ``prior`` (the cgroup.procs file of the cgroup it left):
+  restore moves a process that still runs back;
 * ``spawn`` — ``pid``, ``start`` (its start time in clock ticks, so a reused pid is never
   killed): restore kills the process group;
 * ``sched`` — ``tid``, ``start``, ``prior`` (the thread's previous scheduling attributes).
@@ -165,11 +167,43 @@ class System:
         if not self.dry_run:
             rmdir_retry(Path(path))
 
+    def move(self, pid: int, procs_file: str | Path, hint: str = "") -> None:
+        """Move a process into a cgroup. Journals the cgroup it leaves (same hierarchy) so
+        restore can move it back if it still runs; a process we spawned dies instead."""
+        procs_file = Path(procs_file)
+        self._note(f"write {procs_file} <- {pid}")
+        if self.dry_run:
+            return
+        prior = _prior_cgroup_procs(pid, procs_file)
+        self._journal({"op": "move", "pid": pid, "start": proc_start_time(pid), "prior": prior})
+        raw_write(str(procs_file), str(pid), hint)
+
     def spawned(self, pid: int) -> None:
         self._journal({"op": "spawn", "pid": pid, "start": proc_start_time(pid)})
 
     def sched_prior(self, tid: int, prior: dict[str, int]) -> None:
         self._journal({"op": "sched", "tid": tid, "start": proc_start_time(tid), "prior": prior})
+
+
+def _prior_cgroup_procs(pid: int, procs_file: Path) -> str | None:
+    """The cgroup.procs file of the cgroup ``pid`` is in now, in the hierarchy of ``procs_file``."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for mount in procs_file.parents:
+        if (mount / "cgroup.procs").exists() and not (mount.parent / "cgroup.procs").exists():
+            break
+    else:
+        return None
+    v2 = (mount / "cgroup.controllers").exists()
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        mine = not ctrls if v2 else bool(set(ctrls.split(",")) & set(mount.name.split(",")))
+        candidate = mount / path.lstrip("/") / "cgroup.procs"
+        if mine and candidate.exists():
+            return str(candidate)
+    return None
 
 
 def raw_write(path: str, value: str, hint: str = "") -> None:
@@ -233,6 +267,11 @@ def restore(journal: Journal, echo: Callable[[str], None] = print) -> list[str]:
             elif op == "mkdir":
                 rmdir_retry(Path(e["path"]))
                 echo(f"removed {e['path']}")
+            elif op == "move":
+                pid = int(e["pid"])
+                if e.get("prior") and e.get("start") is not None and proc_start_time(pid) == e["start"]:
+                    raw_write(e["prior"], str(pid))
+                    echo(f"moved {pid} back to {Path(e['prior']).parent}")
             elif op == "sched":
                 tid = int(e["tid"])
                 if e.get("start") is not None and proc_start_time(tid) == e["start"]:

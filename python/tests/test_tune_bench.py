@@ -1,0 +1,63 @@
+"""Sample-efficiency replay and the report, on small real data (no live measurement)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+
+from cohort.tune import bench, grid
+from cohort.tune.report import importances, write_report
+
+
+def test_grid_is_deduplicated_and_contains_default() -> None:
+    configs = grid.grid_configs()
+    assert len(configs) == len({grid.key(c) for c in configs}) == 90
+    assert grid.key(grid.DEFAULT) in {grid.key(c) for c in configs}
+    assert "nav.rt_runtime_ms" not in grid.effective({"nav.rt": "fifo", "nav.rt_runtime_ms": 15.0})
+
+
+def test_trials_to_within() -> None:
+    assert bench.trials_to_within([200, 150, 104, 99], 100.0, budget=4) == 3
+    assert bench.trials_to_within([200, 150], 100.0, budget=2) == 3  # never: budget + 1
+
+
+def test_shipped_table_covers_the_grid() -> None:
+    table = json.loads((bench.DATA / "grid_dense.json").read_text())
+    keys = {grid.key(e["config"]) for e in table["entries"]}
+    assert keys == {grid.key(c) for c in grid.grid_configs()}
+    assert "remake" in table and "how" in table
+
+
+def test_replay_runs_both_samplers(tmp_path: Path) -> None:
+    table = json.loads((bench.DATA / "grid_dense.json").read_text())
+    r = bench.replay(table, seeds=2, budget=8)
+    for k in ("optuna", "random"):
+        assert len(r[k]["trials_to_within_5pct"]) == 2
+        assert all(1 <= n <= 9 for n in r[k]["trials_to_within_5pct"])
+    vals = bench.replay_run(table, "tpe", seed=0, budget=5)
+    default = next(e for e in table["entries"] if grid.key(e["config"]) == grid.key(table["default"]))
+    assert vals[0] == default["objective"]  # the default configuration is the first trial
+    report = {"replay": r, "environments": {}}
+    bench.plot(report, tmp_path / "b.png")
+    assert (tmp_path / "b.png").stat().st_size > 1000
+
+
+def test_report_from_a_study(tmp_path: Path) -> None:
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=optuna.samplers.RandomSampler(seed=1))
+
+    def objective(t: optuna.Trial) -> float:
+        x = t.suggest_float("x", 0.0, 1.0)
+        c = t.suggest_categorical("c", ["a", "b"])
+        t.set_user_attr("samples", {"nav.loop_ms": [x * 10 + i * 0.1 for i in range(50)]})
+        return 1.0 + 10 * x + (0.01 if c == "a" else 0.0)
+
+    study.optimize(objective, n_trials=16)
+    imp = importances(study)
+    assert imp["x"] > imp["c"]
+    s = write_report(study, tmp_path)
+    assert s["completed"] == 16 and s["best"]["objective"] <= s["default"]["objective"]
+    for name in ("history.png", "importance.png", "distribution.png", "summary.json"):
+        assert (tmp_path / name).exists()
