@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_tune_helpers import THP, need_root_cgroups, spec_dict
+from test_tune_helpers import THP, need_root_cgroups, spec_dict, system_lock_free_or_skip
 
 from cohort.tune.cgroups import detect
 from cohort.tune.system import Journal, normalize_read, restore
@@ -53,6 +53,7 @@ def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def thp_guard() -> Iterator[str]:
+    system_lock_free_or_skip()
     before = normalize_read(THP, Path(THP).read_text())
     yield before
     Path(THP).write_text(before)

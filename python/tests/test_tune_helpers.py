@@ -42,6 +42,20 @@ def need_root_cgroups() -> None:
         pytest.skip("no cgroup cpu controller")
 
 
+def system_lock_free_or_skip() -> None:
+    """Tests that change THP need the system-knob lock; skip while a real session holds it."""
+    from cohort.tune.errors import StateError
+    from cohort.tune.system import Lock
+
+    lock = Lock("system")
+    try:
+        lock.acquire("pytest probe")
+    except StateError as e:
+        pytest.skip(f"a tuning session owns the system knobs: {e}")
+    finally:
+        lock.release()
+
+
 def write_app(tmp: Path) -> Path:
     p = tmp / "app.py"
     p.write_text(APP)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_tune_helpers import THP, make_spec, need_root_cgroups
+from test_tune_helpers import THP, make_spec, need_root_cgroups, system_lock_free_or_skip
 
 from cohort.tune import sched
 from cohort.tune.cgroups import detect, shares_to_weight
@@ -19,6 +19,7 @@ from cohort.tune.system import Journal, System, normalize_read
 @pytest.fixture
 def thp_guard() -> Iterator[str]:
     """Whatever a test does, THP ends as it started."""
+    system_lock_free_or_skip()
     before = normalize_read(THP, Path(THP).read_text())
     yield before
     Path(THP).write_text(before)

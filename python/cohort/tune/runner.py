@@ -40,7 +40,7 @@ from cohort.tune.cgroups import AppCgroups, detect
 from cohort.tune.errors import AppError, KnobError, TuneError
 from cohort.tune.protocol import ENV_VAR, Collector
 from cohort.tune.spec import App, Spec, Term
-from cohort.tune.system import Journal, System, kill_group, restore
+from cohort.tune.system import Journal, Lock, System, kill_group, restore
 
 THP_PATH = "/sys/kernel/mm/transparent_hugepage/enabled"
 PR_SET_PDEATHSIG = 1
@@ -117,12 +117,25 @@ class Session:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.thp_at_start = System.read(THP_PATH) if Path(THP_PATH).exists() else None
         self._old_handlers: dict[int, Any] = {}
+        self._locks: list[Lock] = []
         self._seq = 0
 
     # ---- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> Session:
         if not self.dry_run:
-            self.journal.begin()
+            names = [f"cgroup-{self.spec.cgroup_root.replace('/', '_')}"]
+            if any(k.scope == "system" for k in self.spec.knobs):
+                names.insert(0, "system")
+            try:
+                for name in names:
+                    lock = Lock(name)
+                    lock.acquire(f"state dir {self.journal.dir}")
+                    self._locks.append(lock)
+                self.journal.begin()
+                self.journal.append({"op": "session", "pid": os.getpid(), "locks": names, "spec": self.spec.name})
+            except BaseException:
+                self._release_locks()
+                raise
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             self._old_handlers[sig] = signal.signal(sig, self._on_signal)
         try:
@@ -149,6 +162,12 @@ class Session:
                 signal.signal(sig, h)
             if self._own_scratch:
                 shutil.rmtree(self.scratch, ignore_errors=True)
+            self._release_locks()
+
+    def _release_locks(self) -> None:
+        for lock in self._locks:
+            lock.release()
+        self._locks.clear()
 
     # ---- knobs -------------------------------------------------------------------------
     def resolve(self, config: dict[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,9 @@ Journal entries (``op``):
   restore moves a process that still runs back;
 * ``spawn`` — ``pid``, ``start`` (its start time in clock ticks, so a reused pid is never
   killed): restore kills the process group;
-* ``sched`` — ``tid``, ``start``, ``prior`` (the thread's previous scheduling attributes).
+* ``sched`` — ``tid``, ``start``, ``prior`` (the thread's previous scheduling attributes);
+* ``session`` — ``pid`` and the ``locks`` the session holds: ``restore`` takes the same locks,
+  so it refuses to undo a session that is still running.
 
 Restore kills spawned processes first, then undoes the rest newest-first, so rt_runtime of child
 cgroups is lowered before their parents' and directories are empty before they are removed.
@@ -33,8 +35,44 @@ from pathlib import Path
 from typing import Any
 
 from cohort.tune.errors import KnobError, StateError
+from cohort.tune.sched import set_attr
 
 DEFAULT_STATE_DIR = "/var/lib/cohort-tune"
+
+
+LOCK_DIR = "/run/cohort-tune"
+
+
+class Lock:
+    """An exclusive ``flock`` on ``LOCK_DIR/<name>.lock`` naming its holder.
+
+    Sessions lock every resource they change: ``system`` when they touch system-wide knobs
+    (THP), ``cgroup-<root>`` for their cgroup tree. A second session on the same resources
+    gets a StateError instead of journaling the first one's temporary values as "prior"."""
+
+    def __init__(self, name: str, lock_dir: str = LOCK_DIR) -> None:
+        self.path = Path(lock_dir) / f"{name}.lock"
+        self.fd: int | None = None
+
+    def acquire(self, who: str) -> None:
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 512, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StateError(f"{self.path}: another cohort tune session holds it ({holder})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}, {who}\n".encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing drops the flock; a killed holder's lock goes with it
+            self.fd = None
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -250,10 +288,27 @@ def kill_group(pid: int, start: int | None, timeout_s: float = 3.0) -> bool:
 def restore(journal: Journal, echo: Callable[[str], None] = print) -> list[str]:
     """Undo a journaled session. Returns the problems met; the journal is removed only when
     there were none (so a partly failed restore can be retried)."""
-    from cohort.tune.sched import set_attr  # here: sched imports System's module
-
     entries = journal.entries()
     problems: list[str] = []
+    held: list[Lock] = []
+    try:
+        for e in entries:
+            if e.get("op") == "session" and int(e.get("pid", -1)) != os.getpid():
+                for name in e.get("locks", []):
+                    lock = Lock(name)
+                    lock.acquire(f"restoring {journal.dir}")  # refuses while the session still runs
+                    held.append(lock)
+        _undo(entries, problems, echo)
+    finally:
+        for lock in held:
+            lock.release()
+    if not problems:
+        journal.clear()
+    return problems
+
+
+def _undo(entries: list[dict[str, Any]], problems: list[str], echo: Callable[[str], None]) -> None:
+
     for e in entries:
         if e.get("op") == "spawn" and kill_group(int(e["pid"]), e.get("start")):
             echo(f"killed process group {e['pid']}")
@@ -279,6 +334,3 @@ def restore(journal: Journal, echo: Callable[[str], None] = print) -> list[str]:
                     echo(f"restored scheduling of thread {tid}")
         except (KnobError, OSError) as err:
             problems.append(str(err))
-    if not problems:
-        journal.clear()
-    return problems
