@@ -84,7 +84,34 @@ def plot_lrt(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
-PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {"coding": plot_coding, "lrt": plot_lrt}
+def plot_fidelity(report: dict[str, Any], out: Path) -> None:
+    """CDF of the one-way delay error the testbed emulator adds, per emulator."""
+    _need(report, "cohort", "params")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, color in (("cohort", "tab:green"), ("rattan", "tab:blue")):
+        figs = report.get(name) or {}
+        errs = figs.get("owd_err_ms_cdf") or []
+        if not errs:
+            continue
+        n = len(errs)
+        label = f"{name}: mean {figs['owd_err_ms_mean']:.3f} ms, p99-p50 {figs['added_jitter_p99_ms']:.3f} ms"
+        ax.plot(errs, [(i + 1) / n for i in range(n)], label=label, color=color)
+    p = report["params"]
+    ax.set_xlabel("measured - configured one-way delay (ms)")
+    ax.set_ylabel("CDF")
+    ax.set_title(f"one-way {p['owd_ms']} ms, {p['load_mbps']} Mbit/s of probes, loss {p['loss']}")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
+    "coding": plot_coding,
+    "lrt": plot_lrt,
+    "fidelity": plot_fidelity,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@
 
 pub mod block;
 pub mod coding;
+pub mod fidelity;
 pub mod lrt;
 pub mod medium;
 pub mod stats;

@@ -36,6 +36,9 @@ enum Which {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// The testbed emulator: configured vs measured delay, jitter, loss and rate (root).
+    #[command(name = "testbed-fidelity")]
+    TestbedFidelity(FidelityArgs),
     /// Wake-up lateness of the runtime's timerfd timer vs thread::sleep and tokio's sleep.
     Timer {
         #[arg(long)]
@@ -115,6 +118,27 @@ struct LrtArgs {
     out: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+struct FidelityArgs {
+    #[arg(long)]
+    json: bool,
+    /// Probes of the delay and loss phase (50 Mbit/s of 1250-byte datagrams: 100 000 take 21 s).
+    #[arg(long, default_value_t = 100_000)]
+    probes: u64,
+    #[arg(long, default_value_t = 20.0)]
+    owd_ms: f64,
+    #[arg(long, default_value_t = 0.05)]
+    loss: f64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// SCHED_FIFO priority of the emulator thread (0: none).
+    #[arg(long, default_value_t = 50)]
+    rt_priority: i32,
+    /// Also write the JSON here and the delay-error CDF next to it (`.png`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     #[error("invalid argument: {0}")]
@@ -125,6 +149,8 @@ pub enum BenchError {
     Python(#[from] python::PythonError),
     #[error("plotting failed; the JSON is at {0}")]
     Plot(PathBuf),
+    #[error("{0}")]
+    Run(String),
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
@@ -171,6 +197,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Which::TestbedFidelity(a) => fidelity(&a),
         Which::Timer { json, samples, interval_us } => {
             if samples == 0 || interval_us == 0 {
                 return Err(BenchError::Invalid("--samples and --interval-us must be positive".into()));
@@ -297,6 +324,47 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
         };
         v["cdf"] = serde_json::json!({ "lrt": thin(&r.lrt.delays_ms), "block": thin(&r.block.delays_ms) });
         write_and_plot(path, &serde_json::to_string(&v).unwrap_or_default(), "lrt")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
+    if a.probes < 100 || !(0.0..0.9).contains(&a.loss) || !(0.0..=10_000.0).contains(&a.owd_ms) {
+        return Err(BenchError::Invalid("--probes >= 100, --loss in [0, 0.9), --owd-ms in [0, 10000]".into()));
+    }
+    let p = cohort_bench::fidelity::FidelityParams {
+        probes: a.probes,
+        owd_ms: a.owd_ms,
+        loss: a.loss,
+        seed: a.seed,
+        rt_priority: (a.rt_priority > 0).then_some(a.rt_priority),
+        ..Default::default()
+    };
+    let r = cohort_bench::fidelity::run(&p).map_err(BenchError::Run)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        let f = &r.cohort;
+        println!(
+            "owd error mean {:.3} ms (p50 {:.3}, p99 {:.3}, max {:.3}); added jitter p99 {:.3} ms; loss {:.4} vs {}              (abs err {:.4}); rate {:.2} vs {} Mbit/s (rel err {:.4}); emulator lateness p99 {:.0} us",
+            f.owd_err_ms_mean,
+            f.owd_err_ms_p50,
+            f.owd_err_ms_p99,
+            f.owd_err_ms_max,
+            f.added_jitter_p99_ms,
+            f.measured_loss,
+            p.loss,
+            f.loss_abs_err,
+            f.measured_rate_mbps,
+            p.rate_mbps,
+            f.rate_rel_err,
+            f.emulator_late_us_p99
+        );
+        println!("replay: {}", r.command);
+    }
+    if let Some(path) = &a.out {
+        write_and_plot(path, &json, "fidelity")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@ mod demo_lrt;
 mod lrt_cmd;
 mod python;
 mod sim_cmd;
+mod testbed_cmd;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -27,6 +28,15 @@ enum Command {
     Sim(sim_cmd::SimArgs),
     /// Run a benchmark (baselines in the same run); `--json` prints the figures.
     Bench(bench::BenchArgs),
+    /// Real network stacks in namespaces over the emulated channel (root):
+    /// `up SCENARIO`, `exec NODE -- CMD`, `status`, `down [--all]`.
+    Testbed(testbed_cmd::TestbedArgs),
+    /// The OS tuner (Python, `cohort.tune`): `cohort tune --help`.
+    #[command(disable_help_flag = true)]
+    Tune {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -39,6 +49,8 @@ fn main() -> ExitCode {
         Command::Lrt(a) => lrt_cmd::run(&a).map_err(Into::into),
         Command::Sim(a) => sim_cmd::run(&a).map_err(Into::into),
         Command::Bench(a) => bench::run(a).map_err(Into::into),
+        Command::Testbed(a) => testbed_cmd::run(&a).map_err(Into::into),
+        Command::Tune { args } => python::run_module("cohort.tune", &args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

@@ -88,6 +88,8 @@ pub struct Emulator {
     send_errors: u64,
     recv_errors: u64,
     realtime: bool,
+    /// The latest time the fabric's models were run to.
+    models_at: Instant,
     log: Option<io::BufWriter<std::fs::File>>,
 }
 
@@ -138,12 +140,25 @@ impl Emulator {
             send_errors: 0,
             recv_errors: 0,
             realtime: false,
+            models_at: Instant::from_nanos(0),
             log,
         })
     }
 
     fn now(&self) -> Instant {
         Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// The model time of a frame the kernel stamped at `realtime_ns`: the stamp moved onto
+    /// the monotonic clock, never later than now and never before the last time the models
+    /// were run to (they cannot take input in their past).
+    fn arrival(&mut self, realtime_ns: Option<u64>) -> Instant {
+        let now = self.now();
+        let Some(rt) = realtime_ns else { return now };
+        let rt_now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+        let stamped = Instant::from_nanos(now.as_nanos().saturating_sub(rt_now.saturating_sub(rt)));
+        stamped.max(self.models_at).min(now)
     }
 
     fn log_line(&mut self, now: Instant, ev: &str, port: usize, len: usize, extra: &str) {
@@ -185,12 +200,13 @@ impl Emulator {
                     break;
                 }
                 match self.sockets[port].recv(buf) {
-                    Ok(Some(n)) if n > buf.len() => {
+                    Ok(Some(r)) if r.len > buf.len() => {
                         self.oversize += 1;
-                        self.log_line(self.now(), "oversize", port, n, "");
+                        self.log_line(self.now(), "oversize", port, r.len, "");
                     }
-                    Ok(Some(n)) => {
-                        let now = self.now();
+                    Ok(Some(rx)) => {
+                        let n = rx.len;
+                        let now = self.arrival(rx.realtime_ns);
                         let r = self.fabric.ingress(now, port, &buf[..n]);
                         match r {
                             Ok(()) => self.log_line(now, "in", port, n, ""),
@@ -222,6 +238,7 @@ impl Emulator {
     fn deliver(&mut self) {
         loop {
             let now = self.now();
+            self.models_at = now;
             let Some((port, frame, due)) = self.fabric.poll_egress(now) else { break };
             if self.sockets[port].send(&frame).is_err() {
                 self.send_errors += 1;

@@ -40,6 +40,13 @@ impl PacketSocket {
                 (&one as *const libc::c_int).cast(),
                 4,
             ))?;
+            check(libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPNS,
+                (&one as *const libc::c_int).cast(),
+                4,
+            ))?;
             // SO_RCVBUFFORCE needs CAP_NET_ADMIN; fall back to the capped SO_RCVBUF.
             let buf = RCVBUF_BYTES;
             for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
@@ -62,19 +69,14 @@ impl PacketSocket {
         Ok(PacketSocket { fd })
     }
 
-    /// Receives one frame into `buf`; `Ok(None)` when none is waiting.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        // SAFETY: buf is valid for writes of its length. MSG_TRUNC reports the real length of
-        // a frame longer than the buffer, so it can be counted and dropped.
-        let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC) };
-        if n >= 0 {
-            return Ok(Some(n as usize));
-        }
-        let e = io::Error::last_os_error();
-        match e.kind() {
-            io::ErrorKind::WouldBlock => Ok(None),
-            io::ErrorKind::Interrupted => self.recv(buf),
-            _ => Err(e),
+    /// Receives one frame into `buf` with the kernel's receive time; `Ok(None)` when none is
+    /// waiting.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<Received>> {
+        match recv_timestamped(self.fd.as_raw_fd(), buf, libc::MSG_TRUNC | libc::MSG_DONTWAIT) {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => self.recv(buf),
+            Err(e) => Err(e),
         }
     }
 
@@ -92,6 +94,47 @@ impl PacketSocket {
             }
         }
     }
+}
+
+/// One datagram or frame as received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    /// Its length (with `MSG_TRUNC`: the full length, even beyond the buffer).
+    pub len: usize,
+    /// When the kernel received it (CLOCK_REALTIME ns, `SO_TIMESTAMPNS`), if it said.
+    pub realtime_ns: Option<u64>,
+}
+
+/// `recvmsg` on `fd` with `flags`, reading the `SO_TIMESTAMPNS` control message the socket was
+/// asked for. For veth and loopback the kernel takes the stamp when the frame is queued for
+/// reception, before softirq processing, so a busy machine does not shift it.
+pub fn recv_timestamped(fd: RawFd, buf: &mut [u8], flags: libc::c_int) -> io::Result<Received> {
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    let mut cmsg = [0u64; 16];
+    // SAFETY: an all-zero msghdr is valid; it is pointed at live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&cmsg);
+    // SAFETY: msghdr points at live buffers of the stated sizes.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, flags) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut realtime_ns = None;
+    // SAFETY: walking the control messages the kernel wrote, with the libc macros.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_TIMESTAMPNS {
+                let t: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                realtime_ns = Some(t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(Received { len: n as usize, realtime_ns })
 }
 
 impl AsRawFd for PacketSocket {
