@@ -61,3 +61,21 @@ def test_report_from_a_study(tmp_path: Path) -> None:
     assert s["completed"] == 16 and s["best"]["objective"] <= s["default"]["objective"]
     for name in ("history.png", "importance.png", "distribution.png", "summary.json"):
         assert (tmp_path / name).exists()
+
+
+def test_samplers_on_the_table() -> None:
+    """Every offered sampler runs on the recorded table, or says clearly what it needs."""
+    import importlib.util
+
+    import pytest
+
+    from cohort.tune.errors import TuneError
+    from cohort.tune.search import make_sampler
+
+    table = json.loads((bench.DATA / "grid_dense.json").read_text())
+    for name in ("tpe", "random", "cmaes"):
+        assert len(bench.replay_run(table, name, seed=0, budget=8)) == 8
+    for name, needs in (("gp", "torch"), ("qmc", "scipy")):
+        if importlib.util.find_spec(needs) is None:
+            with pytest.raises(TuneError, match=needs):
+                make_sampler(name, 0)

@@ -18,7 +18,7 @@ def ref() -> dict:
 
 def test_reference_spec_loads() -> None:
     s = load(REF)
-    assert [a.name for a in s.apps] == ["nav", "detect"]
+    assert [a.name for a in s.apps] == ["nav", "detect", "recorder", "uploader"]
     assert s.objective.kind == "sum"
     assert s.app("nav").metrics == ["loop_ms"]
     assert s.knob("nav.rt").choices == ["none", "deadline", "fifo"]

@@ -62,6 +62,25 @@ def test_im2col_convolution_matches_direct() -> None:
     assert np.allclose(y, direct, atol=1e-4)
 
 
+def test_dwa_avoids_a_wall_ahead() -> None:
+    cost = np.zeros((100, 200), dtype=np.float32)
+    free = nav.dwa(cost, 0, (0.0, 2.5, 0.0), (5.0, 2.5))
+    assert free == (1.0, 0.0)  # nothing in the way: full speed at the target
+    cost[:, 30:34] = 1.0  # a lethal wall 1.5 m ahead, closer than a 2 s roll-out at full speed
+    v, _ = nav.dwa(cost, 0, (0.0, 2.5, 0.0), (5.0, 2.5))
+    assert v < 0.8  # only slower commands stay clear of it
+
+
+def test_recorder_compresses_real_data() -> None:
+    import zlib
+
+    from cohort.tune.workloads import recorder
+
+    data = recorder.sensor_bytes(np.random.default_rng(0))
+    assert len(data) == recorder.CHUNK
+    assert 0.3 < len(zlib.compress(data, 6)) / len(data) < 0.95
+
+
 def test_nms_keeps_the_best_of_overlapping_boxes() -> None:
     boxes = np.array([[0, 0, 10, 10], [1, 1, 11, 11], [50, 50, 60, 60]], dtype=float)
     keep = detect.nms(boxes, np.array([0.9, 0.8, 0.7]))
@@ -79,7 +98,11 @@ def test_detector_runs_on_a_frame() -> None:
 
 @pytest.mark.parametrize(
     ("args", "metric"),
-    [(["nav", "--env", "dense", "--duration", "1.0"], "loop_ms"), (["detect", "--duration", "1.5"], "frame_ms")],
+    [
+        (["nav", "--env", "dense", "--duration", "1.0"], "loop_ms"),
+        (["detect", "--duration", "1.5"], "frame_ms"),
+        (["recorder", "--duration", "0.5", "--rate-mbps", "4"], "chunk_ms"),
+    ],
 )
 def test_workload_reports_through_protocol(tmp_path: Path, args: list[str], metric: str) -> None:
     path = tmp_path / "m"

@@ -3,7 +3,7 @@
 Subcommands: ``run SPEC`` (search), ``apply --profile NAME`` (apply a saved profile),
 ``restore`` (undo a crashed or kept session), ``report`` (plots + JSON of a study), ``bench``
 (default vs tuned, sample efficiency), ``record-grid`` (remake the recorded table), ``profiles``
-(list), ``workload nav|detect`` (the reference apps). Exit status: 0 ok, 1 a tuning/knob/app
+(list), ``workload nav|detect|recorder`` (the reference apps). Exit status: 0 ok, 1 a tuning/knob/app
 error (the message says which), 2 bad arguments or spec.
 """
 
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(r)
     r.add_argument("--environment", help="override the spec's environment label")
     r.add_argument("--trials", type=int, default=25, help="trials to run in this invocation (the study resumes)")
-    r.add_argument("--sampler", default="tpe", choices=["tpe", "gp", "random", "qmc"])
+    r.add_argument("--sampler", default="tpe", choices=["tpe", "gp", "cmaes", "random", "qmc"])
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--db", help="SQLite file of the study (default STATE_DIR/studies.db)")
     r.add_argument("--profile", help="profile name to save the best configuration as (default: the environment)")
@@ -82,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--warmup", type=float, default=1.5)
     g.add_argument("--state-dir", default=os.environ.get("COHORT_TUNE_STATE_DIR", DEFAULT_STATE_DIR))
 
-    w = sub.add_parser("workload", help="run a reference workload (nav or detect); extra args go to it")
-    w.add_argument("name", choices=["nav", "detect"])
+    w = sub.add_parser("workload", help="run a reference workload (nav, detect, recorder); extra args go to it")
+    w.add_argument("name", choices=["nav", "detect", "recorder"])
     w.add_argument("args", nargs=argparse.REMAINDER)
     return ap
 
@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             from cohort.tune.workloads import nav
 
             return nav.main(args.args)
+        if args.name == "recorder":
+            from cohort.tune.workloads import recorder
+
+            return recorder.main(args.args)
         from cohort.tune.workloads import detect
 
         return detect.main(args.args)

@@ -106,7 +106,16 @@ def detect(want: str | int = "auto", mounts_text: str | None = None, self_cgroup
 class AppCgroups:
     """Creates (journaled) and configures the cgroups of the apps of one spec."""
 
-    def __init__(self, system: System, layout: Layout, root: str, apps: list[str], controllers: list[str]) -> None:
+    def __init__(
+        self,
+        system: System,
+        layout: Layout,
+        root: str,
+        apps: list[str],
+        controllers: list[str],
+        root_cpu_shares: int | None = None,
+    ) -> None:
+        self.root_cpu_shares = root_cpu_shares
         self.sys = system
         self.layout = layout
         self.root = root
@@ -135,6 +144,11 @@ class AppCgroups:
             if self.layout.version == 2:
                 ctl = " ".join(f"+{x}" for x in self.controllers)
                 self.sys.write(rootdir / "cgroup.subtree_control", ctl)
+            if c == "cpu" and self.root_cpu_shares is not None:
+                if self.layout.version == 1:
+                    self.sys.write(rootdir / "cpu.shares", self.root_cpu_shares)
+                else:
+                    self.sys.write(rootdir / "cpu.weight", shares_to_weight(self.root_cpu_shares))
             for app in self.apps:
                 d = rootdir / app
                 self.sys.mkdir(d)

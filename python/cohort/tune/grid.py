@@ -67,9 +67,10 @@ def record(env: str, out: Path, duration_s: float, warmup_s: float, state_dir: s
     random.Random(seed).shuffle(configs)
     table: dict[str, Any] = {
         "how": (
-            "Each configuration of the grid measured once, in a shuffled order, with the reference pair "
-            f"(nav --env {env} + detect) for {duration_s:g} s after a {warmup_s:g} s warm-up; objective = "
-            "p99 nav loop_ms + mean detect frame_ms (seed 002's global metric)."
+            "Each configuration of the grid measured once, in a shuffled order, with the reference spec "
+            f"(nav --env {env} + detect, beside the recorder and uploader background apps) for {duration_s:g} s "
+            f"after a {warmup_s:g} s warm-up; objective = p99 nav loop_ms + mean detect frame_ms (seed 002's "
+            "global metric). Knobs not on the grid stay at the spec's defaults."
         ),
         "remake": (
             f"python -m cohort.tune record-grid --env {env} --out {out} --duration {duration_s:g} --warmup {warmup_s:g}"

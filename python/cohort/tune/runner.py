@@ -111,7 +111,14 @@ class Session:
         self.echo = echo or (lambda s: print(s, flush=True))
         self.sys = System(None if dry_run else self.journal, dry_run, self.echo)
         self.layout = detect(spec.cgroup_version)
-        self.cg = AppCgroups(self.sys, self.layout, spec.cgroup_root, [a.cgroup for a in spec.apps], spec.controllers())
+        self.cg = AppCgroups(
+            self.sys,
+            self.layout,
+            spec.cgroup_root,
+            [a.cgroup for a in spec.apps],
+            spec.controllers(),
+            spec.cgroup_root_cpu_shares,
+        )
         self._own_scratch = scratch is None
         self.scratch = Path(scratch or tempfile.mkdtemp(prefix="cohort-tune-"))
         self.procs: dict[str, subprocess.Popen[bytes]] = {}

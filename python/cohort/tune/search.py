@@ -3,7 +3,9 @@
 * Samplers: ``tpe`` (default; multivariate, grouped TPE so conditional knobs such as the
   deadline runtime — only suggested when ``rt = deadline`` — are modelled jointly), ``gp``
   (Optuna's GPSampler, which needs ``torch`` and ``scipy``: not installed by default because
-  torch is a ~1 GB dependency; the option says so instead of failing obscurely), ``qmc``
+  torch is a ~1 GB dependency; the option says so instead of failing obscurely), ``cmaes``
+  (CMA-ES over the numeric knobs, TPE for the categorical ones; the light alternative to GP,
+  pure Python on numpy), ``qmc``
   (quasi-random Sobol, needs ``scipy``) and ``random`` (the baseline).
 * The default configuration (every knob at its default — the kernel's unless the spec says) is
   enqueued as the first trial, so the study always knows what "untuned" costs.
@@ -53,6 +55,16 @@ def make_sampler(name: str, seed: int, constrained: bool = False, n_startup: int
                 "`pip install torch scipy` (CPU torch is enough), or use --sampler tpe / qmc / random"
             )
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=n_startup, constraints_func=cons)
+    if name == "cmaes":
+        if importlib.util.find_spec("cmaes") is None:
+            raise TuneError("the cmaes sampler needs the cmaes package: `pip install cmaes`")
+        # CMA-ES models the numeric knobs; categorical ones (rt policy, THP) are sampled by TPE
+        return optuna.samplers.CmaEsSampler(
+            seed=seed,
+            n_startup_trials=n_startup,
+            independent_sampler=optuna.samplers.TPESampler(seed=seed),
+            warn_independent_sampling=False,
+        )
     if name == "qmc":
         if importlib.util.find_spec("scipy") is None:
             raise TuneError("the qmc sampler needs scipy: `pip install scipy`, or use --sampler tpe / random")

@@ -5,6 +5,7 @@ Example (``python/cohort/tune/specs/reference.toml`` is the full reference)::
     name = "nav-detect"
     environment = "sparse"          # label; profiles are stored per environment
     cgroup_root = "cohort-tune"     # the apps' cgroups go under this one
+    cgroup_root_cpu_shares = 16384  # optional: weight of that parent against everything else
     cgroup_version = "auto"         # auto | 1 | 2
 
     [trial]
@@ -132,6 +133,7 @@ class Spec:
     cgroup_root: str = "cohort-tune"
     cgroup_version: str = "auto"
     path: Path | None = None
+    cgroup_root_cpu_shares: int | None = None
 
     def app(self, name: str) -> App:
         for a in self.apps:
@@ -272,9 +274,13 @@ def _term(raw: Any, where: str, apps: dict[str, App], slo: bool = False) -> Term
 
 def parse(data: dict[str, Any], path: Path | None = None) -> Spec:
     """Validate a decoded TOML document; raises SpecError naming the offending key."""
-    _unknown(
-        data, {"name", "environment", "cgroup_root", "cgroup_version", "trial", "app", "objective", "knobs"}, "spec"
-    )
+    top = {"name", "environment", "cgroup_root", "cgroup_root_cpu_shares", "cgroup_version", "trial", "app"}
+    _unknown(data, top | {"objective", "knobs"}, "spec")
+    root_shares = data.get("cgroup_root_cpu_shares")
+    if root_shares is not None and (
+        not isinstance(root_shares, int) or isinstance(root_shares, bool) or not 2 <= root_shares <= 262144
+    ):
+        raise SpecError("spec.cgroup_root_cpu_shares", "must be an integer in [2, 262144]")
     name = data.get("name", path.stem if path else "study")
     env = _req(data, "environment", "spec", str)
     if not env or any(c in env for c in "/ \t"):
@@ -355,7 +361,16 @@ def parse(data: dict[str, Any], path: Path | None = None) -> Spec:
     if not any(not k.fixed for k in knobs):
         raise SpecError("knobs", "nothing to tune: give at least one knob a range or choices")
     return Spec(
-        str(name), env, list(apps.values()), Objective(kind, terms, constraint), knobs, trial, croot, cver, path
+        str(name),
+        env,
+        list(apps.values()),
+        Objective(kind, terms, constraint),
+        knobs,
+        trial,
+        croot,
+        cver,
+        path,
+        root_shares,
     )
 
 

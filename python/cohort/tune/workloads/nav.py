@@ -8,9 +8,11 @@ scan (stale ones are dropped, as a ROS subscriber with queue size 1 does) and:
 2. builds a **local cost map** in a rolling window around the robot: scan endpoints become
    obstacles, which are **inflated** with a cost that decays with distance (robot radius plus
    a margin), merged with the inflated static map;
-3. plans a path with **A*** over that cost map (8-connected, cost-weighted cells) to a goal
-   some metres down the hallway;
-4. moves the robot along the path.
+   (the local map keeps the last three scans, as costmap_2d's observation persistence does);
+3. plans a path with **A*** over that cost map (8-connected, cost-weighted 0.1 m cells, an
+   expansion budget) to a goal some metres down the hallway;
+4. runs a **dynamic-window local planner** (496 velocity commands rolled out for 2 s over the
+   cost map) towards a point on the path, and moves the robot along the path.
 
 It reports ``loop_ms`` = completion time minus the scan's arrival time (so waiting for the CPU
 counts, as it does for a real robot), ``compute_ms`` = the processing alone, and
@@ -37,6 +39,7 @@ WINDOW_CELLS = 240  # local cost map side: 12 m
 PLAN_STRIDE = 2  # A* runs on 0.1 m cells
 INFLATE_M = 0.45
 GOAL_AHEAD_M = 9.0
+SCAN_MEMORY = 3  # scans kept in the local map (observation persistence)
 
 
 def make_map(env: str, seed: int = 7, length_m: float = 60.0, width_m: float = 6.0) -> np.ndarray:
@@ -106,7 +109,7 @@ def inflate(obstacles: np.ndarray, kernel: list[tuple[int, int, float]]) -> np.n
 
 
 def astar(
-    cost: np.ndarray, start: tuple[int, int], goal: tuple[int, int], max_expansions: int = 5000
+    cost: np.ndarray, start: tuple[int, int], goal: tuple[int, int], max_expansions: int = 2500
 ) -> list[tuple[int, int]]:
     """8-connected A* over a cost grid; cells with cost >= 0.99 are lethal.
 
@@ -164,8 +167,33 @@ def astar(
     return path[::-1]
 
 
+def dwa(
+    cost: np.ndarray, x0: int, pose: tuple[float, float, float], target: tuple[float, float]
+) -> tuple[float, float]:
+    """Dynamic-window local planner: roll out (v, w) commands for 2 s over the cost map, drop the
+    ones that hit lethal cost, score the rest on progress to ``target``, clearance and speed."""
+    x, y, yaw = pose
+    v = np.linspace(0.05, 1.0, 16)[:, None]
+    w = np.linspace(-1.5, 1.5, 31)[None, :]
+    v, w = np.broadcast_arrays(v, w)
+    v, w = v.ravel(), w.ravel()
+    dt, steps = 0.1, 20
+    t = np.arange(1, steps + 1) * dt
+    heading = yaw + w[:, None] * t[None, :]
+    px = x + np.cumsum(v[:, None] * np.cos(heading) * dt, axis=1)
+    py = y + np.cumsum(v[:, None] * np.sin(heading) * dt, axis=1)
+    ix = np.clip((px / RES_M).astype(np.int32) - x0, 0, cost.shape[1] - 1)
+    iy = np.clip((py / RES_M).astype(np.int32), 0, cost.shape[0] - 1)
+    c = cost[iy, ix]
+    lethal = (c >= 0.99).any(axis=1)
+    progress = np.hypot(px[:, -1] - target[0], py[:, -1] - target[1])
+    score = progress + 2.0 * c.mean(axis=1) - 0.3 * v + np.where(lethal, 1e9, 0.0)
+    k = int(np.argmin(score))
+    return (float(v[k]), float(w[k])) if not lethal[k] else (0.0, 0.0)
+
+
 class Nav:
-    """The navigation stack's state: map, pose, the static cost map."""
+    """The navigation stack's state: map, pose, recent scans, the static cost map."""
 
     def __init__(self, env: str, seed: int = 7) -> None:
         self.grid = make_map(env, seed)
@@ -178,19 +206,25 @@ class Nav:
         self.yaw = 0.0
         self.path_len = 0
         self.iteration = 0
+        self.command = (0.0, 0.0)
+        self.history: list[tuple[np.ndarray, np.ndarray]] = []  # recent scans' endpoints (world cells)
 
     def step(self) -> None:
         h, w = self.grid.shape
         ranges = raycast(self.grid, self.x_m, self.y_m, self.yaw, self.rng)
+        angles = self.yaw - FOV_RAD / 2 + np.arange(BEAMS) * (FOV_RAD / (BEAMS - 1))
+        hit = ranges < RANGE_M - 0.05
+        wx = ((self.x_m + np.cos(angles) * ranges) / RES_M).astype(np.int32)[hit]
+        wy = ((self.y_m + np.sin(angles) * ranges) / RES_M).astype(np.int32)[hit]
+        # observation persistence: the local map holds the last SCAN_MEMORY scans
+        self.history = [*self.history[-(SCAN_MEMORY - 1) :], (wx, wy)]
         # local window (rows cover the whole hallway width, columns a rolling window)
         cx = int(self.x_m / RES_M)
         x0 = max(0, min(w - WINDOW_CELLS, cx - WINDOW_CELLS // 4))
-        angles = self.yaw - FOV_RAD / 2 + np.arange(BEAMS) * (FOV_RAD / (BEAMS - 1))
-        ex = ((self.x_m + np.cos(angles) * ranges) / RES_M).astype(np.int32) - x0
-        ey = ((self.y_m + np.sin(angles) * ranges) / RES_M).astype(np.int32)
-        ok = (ranges < RANGE_M - 0.05) & (ex >= 0) & (ex < WINDOW_CELLS) & (ey >= 0) & (ey < h)
         seen = np.zeros((h, WINDOW_CELLS), dtype=bool)
-        seen[ey[ok], ex[ok]] = True
+        for hx, hy in self.history:
+            ok = (hx - x0 >= 0) & (hx - x0 < WINDOW_CELLS) & (hy >= 0) & (hy < h)
+            seen[hy[ok], hx[ok] - x0] = True
         cost = np.maximum(inflate(seen, self.kernel), self.static_cost[:, x0 : x0 + WINDOW_CELLS])
         coarse = cost[::PLAN_STRIDE, ::PLAN_STRIDE]
         start = (int(self.y_m / RES_M) // PLAN_STRIDE, (cx - x0) // PLAN_STRIDE)
@@ -204,7 +238,10 @@ class Nav:
         coarse[goal] = 0.0
         path = astar(coarse, start, goal)
         self.path_len = len(path)
-        # advance 0.1 m along the path; wrap at the hallway's end
+        ty, tx = path[min(len(path) - 1, 10)]
+        target = ((tx * PLAN_STRIDE + x0 + 0.5) * RES_M, (ty * PLAN_STRIDE + 0.5) * RES_M)
+        self.command = dwa(cost, x0, (self.x_m, self.y_m, self.yaw), target)
+        # the simulated robot tracks the global path (0.2 m a loop); wrap at the hallway's end
         if len(path) > 2:
             ny, nx = path[2]
             self.y_m = (ny * PLAN_STRIDE + 0.5) * RES_M
