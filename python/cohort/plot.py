@@ -107,10 +107,51 @@ def plot_fidelity(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+TRANSPORT_COLORS = {
+    "lrt": "tab:green",
+    "tcp_cubic": "tab:red",
+    "tcp_bbr": "tab:orange",
+    "kcp": "tab:purple",
+    "quic": "tab:blue",
+}
+
+
+def plot_transport(report: dict[str, Any], out: Path) -> None:
+    """One panel per (loss, workload) case: the in-order delay CDF of every transport."""
+    _need(report, "cases", "params")
+    cases = report["cases"]
+    cols = 2
+    rows = max(1, (len(cases) + cols - 1) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 3.2 * rows), squeeze=False)
+    owd = report["params"]["owd_ms"]
+    for ax, case in zip(axes.flat, cases, strict=False):
+        for name, color in TRANSPORT_COLORS.items():
+            figs = case.get(name)
+            if not isinstance(figs, dict) or not figs.get("cdf_ms"):
+                continue
+            d = figs["cdf_ms"]
+            n = len(d)
+            mark = "" if figs.get("sustained") else " (not sustained)"
+            ax.plot(d, [(i + 1) / n for i in range(n)], label=f"{name}{mark}", color=color)
+        ax.axvline(owd, color="gray", linestyle=":")
+        ax.set_xscale("log")
+        ax.set_title(f"{case['workload']}, loss {case['loss']:.0%}")
+        ax.set_xlabel("in-order delay (ms)")
+        ax.set_ylabel("CDF")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(cases) :]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coding": plot_coding,
     "lrt": plot_lrt,
     "fidelity": plot_fidelity,
+    "transport": plot_transport,
 }
 
 

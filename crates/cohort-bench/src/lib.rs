@@ -12,3 +12,4 @@ pub mod lrt;
 pub mod medium;
 pub mod stats;
 pub mod timer;
+pub mod transport;

@@ -39,6 +39,8 @@ enum Which {
     /// The testbed emulator: configured vs measured delay, jitter, loss and rate (root).
     #[command(name = "testbed-fidelity")]
     TestbedFidelity(FidelityArgs),
+    /// LRT vs kernel TCP (cubic, bbr), KCP turbo and QUIC across the testbed (root).
+    Transport(TransportArgs),
     /// Wake-up lateness of the runtime's timerfd timer vs thread::sleep and tokio's sleep.
     Timer {
         #[arg(long)]
@@ -116,6 +118,28 @@ struct LrtArgs {
     /// Also write the JSON here and the delay CDFs next to it (`.png`).
     #[arg(long)]
     out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct TransportArgs {
+    #[arg(long)]
+    json: bool,
+    /// Measured seconds per case, after the warm-up.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    #[arg(long, default_value_t = 3.0)]
+    warmup_s: f64,
+    /// Loss rates, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.02, 0.05, 0.10])]
+    losses: Vec<f64>,
+    /// Transports, comma-separated (lrt, tcp_cubic, tcp_bbr, kcp, quic).
+    #[arg(long, value_delimiter = ',', default_values_t = cohort_bench::transport::TRANSPORTS.map(String::from))]
+    transports: Vec<String>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the delay CDFs (one panel per case) here, and the JSON next to it (`.json`).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -198,6 +222,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
             Ok(ExitCode::SUCCESS)
         }
         Which::TestbedFidelity(a) => fidelity(&a),
+        Which::Transport(a) => transport(&a),
         Which::Timer { json, samples, interval_us } => {
             if samples == 0 || interval_us == 0 {
                 return Err(BenchError::Invalid("--samples and --interval-us must be positive".into()));
@@ -324,6 +349,58 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
         };
         v["cdf"] = serde_json::json!({ "lrt": thin(&r.lrt.delays_ms), "block": thin(&r.block.delays_ms) });
         write_and_plot(path, &serde_json::to_string(&v).unwrap_or_default(), "lrt")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
+    use cohort_bench::transport::{TRANSPORTS, TransportParams};
+    if !(a.seconds > 0.0 && a.seconds <= 600.0 && (0.0..=60.0).contains(&a.warmup_s)) {
+        return Err(BenchError::Invalid("--seconds in (0, 600], --warmup-s in [0, 60]".into()));
+    }
+    if let Some(bad) = a.losses.iter().find(|l| !(0.0..0.9).contains(*l)) {
+        return Err(BenchError::Invalid(format!("loss {bad} must be in [0, 0.9)")));
+    }
+    if let Some(bad) = a.transports.iter().find(|t| !TRANSPORTS.contains(&t.as_str())) {
+        return Err(BenchError::Invalid(format!("unknown transport {bad:?}; known: {}", TRANSPORTS.join(", "))));
+    }
+    let p = TransportParams {
+        seconds: a.seconds,
+        warmup_s: a.warmup_s,
+        losses: a.losses.clone(),
+        transports: a.transports.clone(),
+        seed: a.seed,
+        ..TransportParams::default()
+    };
+    let r = cohort_bench::transport::run(&p, |what| eprintln!("transport: {what}")).map_err(BenchError::Run)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        for c in &r.cases {
+            for (name, f) in &c.transports {
+                let g = |k: &str| f.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+                println!(
+                    "loss {:>4} {:<7} {name:<9}: p50 {:>7.1} p99 {:>8.1} p99.9 {:>8.1} ms, at owd {:>5.1}%, overhead {:.2}, \
+                     {}/{} delivered, in order {}, sustained {}",
+                    c.loss,
+                    c.workload,
+                    g("p50_ms"),
+                    g("p99_ms"),
+                    g("p999_ms"),
+                    g("share_at_owd") * 100.0,
+                    g("overhead"),
+                    g("delivered"),
+                    g("sent"),
+                    f.get("in_order").and_then(|v| v.as_bool()).unwrap_or(false),
+                    f.get("sustained").and_then(|v| v.as_bool()).unwrap_or(false),
+                );
+            }
+        }
+        println!("replay: {}", r.command);
+    }
+    if let Some(png) = &a.plot {
+        write_and_plot(&png.with_extension("json"), &json, "transport")?;
     }
     Ok(ExitCode::SUCCESS)
 }

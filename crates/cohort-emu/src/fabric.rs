@@ -91,6 +91,8 @@ pub struct LinkStatus {
     pub from: String,
     pub to: String,
     pub offered: u64,
+    /// Bytes of the frames offered (Ethernet header included).
+    pub offered_bytes: u64,
     pub delivered: u64,
     pub lost: u64,
     pub queue_drops: u64,
@@ -350,6 +352,7 @@ impl Fabric {
                             from: name(side),
                             to: name(1 - side),
                             offered: s.offered,
+                            offered_bytes: s.offered_bytes,
                             delivered: s.delivered,
                             lost: s.lost,
                             queue_drops: s.queue_drops,

@@ -1,0 +1,351 @@
+//! `cohort bench transport`: Cohort LRT against kernel TCP (cubic, bbr), KCP in turbo mode and
+//! QUIC, carrying the same timestamped messages across the testbed's emulated link.
+//!
+//! Each case (loss rate × workload) brings up one testbed run with two nodes and one
+//! point-to-point link per transport, all with the same parameters (each with its own loss
+//! draws), so every transport crosses an identical channel in the same run without sharing
+//! capacity. A generator thread per transport creates message `i` at `start + i·interval`
+//! (with a precise sleep) and hands it to the transport; the message carries its sequence
+//! number and generation time. The receiver stamps each message when the transport hands it
+//! over, in order. Delay = hand-over − generation; messages generated in the warm-up are
+//! carried but not measured. Bytes on the wire come from the emulator's link counters (both
+//! directions, IP and everything above it: headers, ACKs, repairs, handshakes).
+//!
+//! A transport that cannot sustain the offered load at some loss rate (loss-limited TCP
+//! carries well under 1 Mbit/s at 10% loss and 100 ms RTT) is flagged `sustained: false`: its
+//! tail then measures its growing queue, not its loss recovery.
+
+mod baselines;
+
+use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
+use serde::Serialize;
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
+
+/// Bytes at the start of each message: sequence number and generation time.
+pub const STAMP: usize = 16;
+
+/// The transports, in the order of the JSON objects and of the links.
+pub const TRANSPORTS: [&str; 5] = ["lrt", "tcp_cubic", "tcp_bbr", "kcp", "quic"];
+
+/// A workload of the shoot-out.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Workload {
+    pub name: &'static str,
+    pub size: usize,
+    pub interval_ms: f64,
+}
+
+pub const CONTROL: Workload = Workload { name: "control", size: 1024, interval_ms: 10.0 };
+pub const STREAM: Workload = Workload { name: "stream", size: 1024, interval_ms: 1.0 };
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TransportParams {
+    pub owd_ms: f64,
+    pub rate_mbps: f64,
+    pub losses: Vec<f64>,
+    /// Measured seconds per case (after the warm-up).
+    pub seconds: f64,
+    pub warmup_s: f64,
+    /// Longest wait for the last messages after the generators stop.
+    pub drain_s: f64,
+    pub seed: u64,
+    pub transports: Vec<String>,
+}
+
+impl Default for TransportParams {
+    fn default() -> Self {
+        TransportParams {
+            owd_ms: 50.0,
+            rate_mbps: 100.0,
+            losses: vec![0.0, 0.02, 0.05, 0.10],
+            seconds: 20.0,
+            warmup_s: 3.0,
+            drain_s: 8.0,
+            seed: 1,
+            transports: TRANSPORTS.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+}
+
+/// One transport's figures in one case.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Figures {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// Share of measured messages handed over within the one-way delay + 1 ms.
+    pub share_at_owd: f64,
+    /// Bytes on the wire (IP and above, both directions) per application byte sent.
+    pub overhead: f64,
+    pub sent: u64,
+    pub delivered: u64,
+    pub measured: u64,
+    /// Delivered in order, each exactly once.
+    pub in_order: bool,
+    pub duplicates: u64,
+    /// Delivered at least 95% of the offered messages of the measured window by its end + 1 s.
+    pub sustained: bool,
+    /// Why the transport produced no figures (set up failed), if it did not.
+    pub error: Option<String>,
+    /// Sorted measured delays (ms), thinned to at most 1000 points, for the plot.
+    pub cdf_ms: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Case {
+    pub loss: f64,
+    pub workload: &'static str,
+    #[serde(flatten)]
+    pub transports: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TransportReport {
+    pub params: TransportParams,
+    pub cases: Vec<Case>,
+    /// At 10% loss, stream: LRT p99 / best TCP p99, and LRT p99 against KCP and QUIC.
+    pub stream_10pct: serde_json::Value,
+    pub goals: &'static str,
+    pub command: String,
+}
+
+/// What the receiving side recorded: (sequence, generated ns, handed over ns) in arrival order.
+pub type Arrivals = Vec<(u64, u64, u64)>;
+
+/// Where one transport runs in a case.
+#[derive(Debug, Clone)]
+pub struct Path {
+    pub tx_ip: Ipv4Addr,
+    pub rx_ip: Ipv4Addr,
+    pub tx_ns: String,
+    pub rx_ns: String,
+}
+
+/// The message schedule, shared by every transport of a case.
+#[derive(Debug, Clone, Copy)]
+pub struct Schedule {
+    pub epoch: Instant,
+    pub start: Instant,
+    pub interval: Duration,
+    pub count: u64,
+    pub size: usize,
+    /// Nothing is sent or awaited after this.
+    pub deadline: Instant,
+}
+
+impl Schedule {
+    pub fn ns(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_nanos() as u64
+    }
+
+    /// Sleeps until message `i` is due and returns it, stamped; `None` past the deadline.
+    pub fn next(&self, i: u64) -> Option<Vec<u8>> {
+        let at = self.start + self.interval.mul_f64(i as f64);
+        let now = Instant::now();
+        if now > self.deadline {
+            return None;
+        }
+        if at > now {
+            std::thread::sleep(at - now);
+        }
+        let mut m = vec![(i % 251) as u8; self.size.max(STAMP)];
+        m[..8].copy_from_slice(&i.to_be_bytes());
+        m[8..16].copy_from_slice(&self.ns(at).to_be_bytes());
+        Some(m)
+    }
+
+    /// The stamp of a received message, with the hand-over time.
+    pub fn arrival(&self, m: &[u8]) -> Option<(u64, u64, u64)> {
+        (m.len() >= STAMP).then(|| {
+            let seq = u64::from_be_bytes(m[..8].try_into().expect("8 bytes"));
+            let gen_ns = u64::from_be_bytes(m[8..16].try_into().expect("8 bytes"));
+            (seq, gen_ns, self.ns(Instant::now()))
+        })
+    }
+}
+
+fn scenario(p: &TransportParams, loss: f64, links: usize) -> TestbedScenario {
+    let mut text = format!("name = \"transport\"\nmode = \"p2p\"\nnodes = [\"a\", \"b\"]\nseed = {}\n", p.seed);
+    for _ in 0..links {
+        text.push_str(&format!(
+            "[[links]]\na = \"a\"\nb = \"b\"\nowd_ms = {}\nrate_mbps = {}\nloss = {loss}\n",
+            p.owd_ms, p.rate_mbps
+        ));
+    }
+    TestbedScenario::parse(&text).expect("valid transport scenario")
+}
+
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn figures(p: &TransportParams, sch: &Schedule, arrivals: &Arrivals, sent: u64, wire_bytes: u64) -> Figures {
+    let warm_ns = (p.warmup_s * 1e9) as u64 + sch.ns(sch.start);
+    let mut f = Figures { sent, delivered: arrivals.len() as u64, in_order: true, ..Figures::default() };
+    let mut next = 0u64;
+    for &(seq, _, _) in arrivals {
+        if seq < next {
+            f.duplicates += 1;
+            f.in_order = false;
+        } else if seq > next {
+            f.in_order = false;
+            next = seq + 1;
+        } else {
+            next += 1;
+        }
+    }
+    let mut d: Vec<f64> =
+        arrivals.iter().filter(|a| a.1 >= warm_ns).map(|a| (a.2.saturating_sub(a.1)) as f64 / 1e6).collect();
+    let offered_measured = sch.count.saturating_sub((p.warmup_s * 1e3 / sch.interval.as_secs_f64() / 1e3) as u64);
+    f.measured = d.len() as u64;
+    // Sustained: the measured window's messages arrived, and within a second of the window's end.
+    let window_end_ns = sch.ns(sch.start + sch.interval.mul_f64(sch.count as f64)) + 1_000_000_000;
+    let on_time = arrivals.iter().filter(|a| a.1 >= warm_ns && a.2 <= window_end_ns).count() as u64;
+    f.sustained = on_time as f64 >= 0.95 * offered_measured as f64;
+    d.sort_by(f64::total_cmp);
+    f.p50_ms = quantile(&d, 0.5);
+    f.p90_ms = quantile(&d, 0.9);
+    f.p99_ms = quantile(&d, 0.99);
+    f.p999_ms = quantile(&d, 0.999);
+    f.max_ms = d.last().copied().unwrap_or(0.0);
+    f.share_at_owd = d.iter().filter(|&&x| x <= p.owd_ms + 1.0).count() as f64 / d.len().max(1) as f64;
+    f.overhead = wire_bytes as f64 / (sent.max(1) as usize * sch.size) as f64;
+    let step = d.len().div_ceil(1000).max(1);
+    f.cdf_ms = d.iter().step_by(step).chain(d.last()).map(|x| (x * 1e3).round() / 1e3).collect();
+    f
+}
+
+/// Runs one case: every transport at once, each on its own identical link.
+pub fn run_case(p: &TransportParams, loss: f64, w: Workload, run: &str) -> Result<Case, String> {
+    let s = scenario(p, loss, p.transports.len());
+    let tb = Testbed::up(&s, run, EmuMode::Thread, EmuOptions::default()).map_err(|e| e.to_string())?;
+    let interval = Duration::from_secs_f64(w.interval_ms / 1e3);
+    let count = ((p.warmup_s + p.seconds) * 1e3 / w.interval_ms).round() as u64;
+    let epoch = Instant::now();
+    let start = epoch + Duration::from_millis(1500);
+    let deadline = start + interval.mul_f64(count as f64) + Duration::from_secs_f64(p.drain_s);
+    let sch = Schedule { epoch, start, interval, count, size: w.size, deadline };
+    let handles: Vec<_> = p
+        .transports
+        .iter()
+        .enumerate()
+        .map(|(k, name)| {
+            let path = Path {
+                tx_ip: tb.addr("a", k).expect("link address"),
+                rx_ip: tb.addr("b", k).expect("link address"),
+                tx_ns: tb.ns("a").expect("node a"),
+                rx_ns: tb.ns("b").expect("node b"),
+            };
+            let name = name.clone();
+            std::thread::spawn(move || baselines::run(&name, &path, &sch))
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("panicked".into()))).collect();
+    let st = tb.status().ok_or("no emulator status")?;
+    let mut transports = serde_json::Map::new();
+    for (k, (name, r)) in p.transports.iter().zip(results).enumerate() {
+        let frames: Vec<_> = st.fabric.links.iter().filter(|l| l.link == k).collect();
+        let wire = frames.iter().map(|l| l.offered_bytes.saturating_sub(14 * l.offered)).sum();
+        let f = match r {
+            Ok((sent, arrivals)) => figures(p, &sch, &arrivals, sent, wire),
+            Err(e) => Figures { error: Some(e), ..Figures::default() },
+        };
+        transports.insert(name.clone(), serde_json::to_value(f).expect("figures serialize"));
+    }
+    tb.down().map_err(|e| e.to_string())?;
+    Ok(Case { loss, workload: w.name, transports })
+}
+
+fn num(v: &serde_json::Value, t: &str, k: &str) -> f64 {
+    v.get(t).and_then(|x| x.get(k)).and_then(|x| x.as_f64()).unwrap_or(f64::NAN)
+}
+
+/// Every case.
+pub fn run(p: &TransportParams, mut progress: impl FnMut(&str)) -> Result<TransportReport, String> {
+    let run = format!("tr{}", std::process::id() % 100_000);
+    let mut cases = Vec::new();
+    for &loss in &p.losses {
+        for w in [CONTROL, STREAM] {
+            progress(&format!("loss {loss}, {}", w.name));
+            cases.push(run_case(p, loss, w, &run)?);
+        }
+    }
+    let mut summary = serde_json::json!({});
+    if let Some(c) = cases.iter().find(|c| (c.loss - 0.10).abs() < 1e-9 && c.workload == "stream") {
+        let v = serde_json::to_value(&c.transports).expect("serialize");
+        let lrt = num(&v, "lrt", "p99_ms");
+        let tcp = num(&v, "tcp_cubic", "p99_ms").min(num(&v, "tcp_bbr", "p99_ms"));
+        summary = serde_json::json!({
+            "lrt_p99_ms": lrt,
+            "best_tcp_p99_ms": tcp,
+            "lrt_over_best_tcp_p99": lrt / tcp,
+            "kcp_p99_ms": num(&v, "kcp", "p99_ms"),
+            "quic_p99_ms": num(&v, "quic", "p99_ms"),
+            "lrt_share_at_owd": num(&v, "lrt", "share_at_owd"),
+        });
+    }
+    Ok(TransportReport {
+        params: p.clone(),
+        cases,
+        stream_10pct: summary,
+        goals: "at 10% loss, stream: LRT p99 <= 1/3 of the best TCP's and below KCP's and QUIC's, LRT share_at_owd >= \
+                0.75; LRT delivers every message in order at every loss rate",
+        command: format!(
+            "cohort bench transport --json --seconds {} --warmup-s {} --seed {} --plot docs/bench/transport.png",
+            p.seconds, p.warmup_s, p.seed
+        ),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sch(count: u64) -> Schedule {
+        let epoch = Instant::now();
+        Schedule {
+            epoch,
+            start: epoch,
+            interval: Duration::from_millis(10),
+            count,
+            size: 1024,
+            deadline: epoch + Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn figures_count_order_duplicates_and_the_warm_up() {
+        let p = TransportParams { warmup_s: 0.02, owd_ms: 50.0, ..TransportParams::default() };
+        let s = sch(5);
+        let ms = 1_000_000;
+        let clean: Arrivals = (0..5).map(|i| (i, i * 10 * ms, i * 10 * ms + 50 * ms)).collect();
+        let f = figures(&p, &s, &clean, 5, 6000);
+        assert!(f.in_order && f.sustained);
+        assert_eq!((f.delivered, f.measured, f.duplicates), (5, 3, 0));
+        assert_eq!((f.p50_ms, f.share_at_owd), (50.0, 1.0));
+        assert!((f.overhead - 6000.0 / 5120.0).abs() < 1e-9);
+        let messy: Arrivals =
+            vec![(0, 0, 60 * ms), (2, 20 * ms, 90 * ms), (1, 10 * ms, 95 * ms), (2, 20 * ms, 99 * ms)];
+        let f = figures(&p, &s, &messy, 5, 0);
+        assert!(!f.in_order && !f.sustained);
+        assert_eq!(f.duplicates, 2);
+        assert!(f.share_at_owd < 1.0);
+    }
+
+    #[test]
+    fn schedule_stamps_round_trip() {
+        let s = sch(3);
+        let m = s.next(2).unwrap();
+        assert_eq!(m.len(), 1024);
+        let (seq, gen_ns, at) = s.arrival(&m).unwrap();
+        assert_eq!((seq, gen_ns), (2, 20_000_000));
+        assert!(at >= gen_ns);
+        assert!(s.arrival(&m[..10]).is_none());
+    }
+}
