@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     b.add_argument("--out", default="docs/bench/tune", help="write OUT.json and OUT.png")
     b.add_argument("--trials", type=int, default=12, help="live search trials per environment")
-    b.add_argument("--validate-reps", type=int, default=3, help="interleaved default/tuned runs per environment")
+    b.add_argument("--validate-reps", type=int, default=4, help="interleaved default/tuned runs per environment")
     b.add_argument("--envs", default="sparse,dense")
     b.add_argument("--table", help="recorded table (default: the one shipped in cohort/tune/data)")
     b.add_argument("--replay-only", action="store_true", help="only the sample-efficiency replay (no live runs)")

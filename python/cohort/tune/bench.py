@@ -208,11 +208,14 @@ def run_bench(args: argparse.Namespace) -> int:
         print(s, file=sys.stderr, flush=True)
 
     t0 = time.time()
+    load_start = Path("/proc/loadavg").read_text().split()[:3]
     table_path = Path(args.table) if args.table else DATA / "grid_dense.json"
     table = json.loads(table_path.read_text())
     report: dict[str, Any] = {
         "bench": "tune",
-        "command": "python -m cohort.tune bench --json" + ("" if args.trials == 12 else f" --trials {args.trials}"),
+        "command": " ".join(["python -m cohort.tune bench --json", *sys.argv[sys.argv.index("bench") + 1 :]])
+        if "bench" in sys.argv
+        else "python -m cohort.tune bench --json",
         "machine": {"cpus": __import__("os").cpu_count(), "kernel": __import__("platform").release()},
     }
     if not args.replay_only:
@@ -241,6 +244,12 @@ def run_bench(args: argparse.Namespace) -> int:
     report["optuna"] = rp["optuna"]
     report["random"] = rp["random"]
     report["seconds"] = round(time.time() - t0, 1)
+    report["loadavg_start"] = load_start
+    report["loadavg_end"] = Path("/proc/loadavg").read_text().split()[:3]
+    report["scenario"] = (
+        "reference spec: nav (20 Hz) + detect, beside two recorder apps compressing sensor data; each app in "
+        "its own cgroup under cohort-tune (cpu.shares 16384 against the rest of the machine); 2 CPUs"
+    )
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     plot(report, out.with_suffix(".png"))

@@ -23,6 +23,7 @@ import argparse
 import importlib.util
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from cohort.tune.errors import TuneError
 from cohort.tune.spec import Knob, Spec, load
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
+warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
 
 def make_sampler(name: str, seed: int, constrained: bool = False, n_startup: int = 6) -> optuna.samplers.BaseSampler:
@@ -43,7 +45,6 @@ def make_sampler(name: str, seed: int, constrained: bool = False, n_startup: int
             group=True,
             n_startup_trials=n_startup,
             constraints_func=cons,
-            warn_independent_sampling=False,
         )
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
@@ -52,7 +53,8 @@ def make_sampler(name: str, seed: int, constrained: bool = False, n_startup: int
         if missing:
             raise TuneError(
                 f"the gp sampler (optuna.samplers.GPSampler) needs {' and '.join(missing)}: "
-                "`pip install torch scipy` (CPU torch is enough), or use --sampler tpe / qmc / random"
+                "`pip install torch scipy` (CPU torch is enough), or use --sampler cmaes (the light model-based "
+                "alternative), tpe, qmc or random"
             )
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=n_startup, constraints_func=cons)
     if name == "cmaes":
@@ -63,7 +65,6 @@ def make_sampler(name: str, seed: int, constrained: bool = False, n_startup: int
             seed=seed,
             n_startup_trials=n_startup,
             independent_sampler=optuna.samplers.TPESampler(seed=seed),
-            warn_independent_sampling=False,
         )
     if name == "qmc":
         if importlib.util.find_spec("scipy") is None:
