@@ -177,13 +177,16 @@ fn kcp(p: &Path, sch: &Schedule) -> Outcome {
             let Ok(rt) = runtime() else { return 0 };
             rt.block_on(async move {
                 let Ok(udp) = tokio::net::UdpSocket::from_std(tx_sock) else { return 0 };
-                let Ok(mut st) = tokio_kcp::KcpStream::connect_with_socket(&kcp_config(), udp, to).await else {
+                let cfg = kcp_config();
+                let connect = tokio_kcp::KcpStream::connect_with_socket(&cfg, udp, to);
+                let Ok(Ok(mut st)) = tokio::time::timeout(left(&sch2), connect).await else {
                     return 0;
                 };
                 let mut msgs = generator(sch2);
                 let mut sent = 0;
                 while let Ok(Some(m)) = tokio::time::timeout(left(&sch2), msgs.recv()).await {
-                    if st.send(&m).await.is_err() {
+                    // KCP's send waits for window space; it must not outlive the deadline.
+                    if !matches!(tokio::time::timeout(left(&sch2), st.send(&m)).await, Ok(Ok(_))) {
                         break;
                     }
                     sent += 1;
@@ -239,12 +242,12 @@ fn quic(p: &Path, sch: &Schedule) -> Outcome {
                 };
                 ep.set_default_client_config(client_cfg);
                 let Ok(connecting) = ep.connect(to, "cohort") else { return 0 };
-                let Ok(conn) = connecting.await else { return 0 };
-                let Ok(mut stream) = conn.open_uni().await else { return 0 };
+                let Ok(Ok(conn)) = tokio::time::timeout(left(&sch2), connecting).await else { return 0 };
+                let Ok(Ok(mut stream)) = tokio::time::timeout(left(&sch2), conn.open_uni()).await else { return 0 };
                 let mut msgs = generator(sch2);
                 let mut sent = 0;
                 while let Ok(Some(m)) = tokio::time::timeout(left(&sch2), msgs.recv()).await {
-                    if stream.write_all(&m).await.is_err() {
+                    if !matches!(tokio::time::timeout(left(&sch2), stream.write_all(&m)).await, Ok(Ok(()))) {
                         break;
                     }
                     sent += 1;
@@ -263,7 +266,7 @@ fn quic(p: &Path, sch: &Schedule) -> Outcome {
                     return got;
                 };
                 let Ok(Some(incoming)) = tokio::time::timeout(left(&sch2), ep.accept()).await else { return got };
-                let Ok(conn) = incoming.await else { return got };
+                let Ok(Ok(conn)) = tokio::time::timeout(left(&sch2), incoming).await else { return got };
                 let Ok(Ok(mut stream)) = tokio::time::timeout(left(&sch2), conn.accept_uni()).await else {
                     return got;
                 };
