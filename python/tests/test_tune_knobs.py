@@ -201,3 +201,18 @@ def test_system_journals_prior_before_writing(tmp_path: Path) -> None:
     assert e[0]["op"] == "write" and e[0]["prior"] == "madvise"
     assert f.read_text() == "x"
     assert os.path.exists(j.path)
+
+
+def test_apps_start_with_low_fds_taken(tmp_path: Path) -> None:
+    """The start gate must not depend on which descriptor numbers are free in the tuner."""
+    need_root_cgroups()
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(6)]
+    try:
+        spec = make_spec(tmp_path, {"a": {"cpu_shares": {"range": [128, 4096]}}}, duration_s=0.5)
+        with Session(spec, tmp_path / "state") as s:
+            for _ in range(2):
+                m = s.measure({"a.cpu_shares": 700})
+                assert m is not None and m.stats["a.loop_ms"]["n"] > 5
+    finally:
+        for fd in held:
+            os.close(fd)

@@ -14,8 +14,10 @@ Top-level ``nav_p99_*`` figures are the worse environment's (the one with the sm
 
 Replay part: the recorded table (:mod:`cohort.tune.grid`) is searched by Optuna's TPE (as
 ``run`` configures it) and by random search, 20 seeds each, budget 25 trials, both starting
-from the default configuration. ``trials_to_within_5pct`` = the first trial whose best-so-far is
-within 5% of the table's optimum (budget + 1 when never); medians are reported.
+from the default configuration. A trial is a configuration measured for the first time (a
+proposal of an already measured one reuses its value and is not counted, for every sampler).
+``trials_to_within_5pct`` = the first trial whose best-so-far is within 5% of the table's
+optimum (budget + 1 when never); medians are reported.
 """
 
 from __future__ import annotations
@@ -42,27 +44,40 @@ SEEDS = 20
 
 # ---- replay on the recorded table -------------------------------------------------------
 def replay_run(table: dict[str, Any], sampler_name: str, seed: int, budget: int = BUDGET) -> list[float]:
-    """One search on the table; returns the objective of each of ``budget`` trials."""
+    """One search on the table; returns the objective of each of ``budget`` measured configurations.
+
+    A configuration is measured once: when a sampler proposes one it has already seen, the study
+    is told the recorded value again at no cost (as a tuner would reuse its measurement), and
+    only new configurations count against the budget — the same rule for every sampler."""
     lookup = {grid.key(e["config"]): float(e["objective"]) for e in table["entries"]}
     axes = table["axes"]
     sampler = make_sampler(sampler_name, seed)
     study = optuna.create_study(sampler=sampler, direction="minimize")
     default = table["default"]
     study.enqueue_trial({k: (axes[k].index(v) if _ordinal(axes[k]) else v) for k, v in grid.effective(default).items()})
+    measured: list[float] = []
+    seen: set[str] = set()
 
     def objective(trial: optuna.Trial) -> float:
         cfg: dict[str, Any] = {}
         for name, values in axes.items():
-            if name == "nav.rt_runtime_ms" and cfg.get("nav.rt") != "deadline":
-                continue
+            if name not in grid.effective({**cfg, name: values[0]}):
+                continue  # conditional knob that does nothing here (see grid.effective)
             if _ordinal(values):
                 cfg[name] = values[trial.suggest_int(name, 0, len(values) - 1)]
             else:
                 cfg[name] = trial.suggest_categorical(name, values)
-        return lookup[grid.key(cfg)]
+        k = grid.key(cfg)
+        if k not in seen:
+            seen.add(k)
+            measured.append(lookup[k])
+        return lookup[k]
 
-    study.optimize(objective, n_trials=budget)
-    return [float(t.value) for t in study.trials if t.value is not None]
+    for _ in range(20 * budget):  # bounded even if a sampler keeps proposing known configurations
+        if len(measured) >= budget or len(seen) == len(lookup):
+            break
+        study.optimize(objective, n_trials=1)
+    return measured
 
 
 def _ordinal(values: list[Any]) -> bool:
@@ -172,6 +187,8 @@ def plot(report: dict[str, Any], out: Path) -> None:
     envs = report.get("environments", {})
     fig, axes = plt.subplots(1, 1 + max(1, len(envs)), figsize=(5 * (1 + max(1, len(envs))), 4))
     for ax, (env, r) in zip(axes[1:], envs.items(), strict=False):
+        if "_samples" not in r:
+            continue
         for label, color in (("default", "tab:gray"), ("tuned", "tab:blue")):
             vals = r["_samples"][label]
             ax.hist(vals, bins=50, alpha=0.6, color=color, label=f"{label}: p99 {r[f'nav_p99_ms_{label}']:.1f} ms")
@@ -211,6 +228,8 @@ def run_bench(args: argparse.Namespace) -> int:
     load_start = Path("/proc/loadavg").read_text().split()[:3]
     table_path = Path(args.table) if args.table else DATA / "grid_dense.json"
     table = json.loads(table_path.read_text())
+    out = Path(args.out)
+    previous = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
     report: dict[str, Any] = {
         "bench": "tune",
         "command": " ".join(["python -m cohort.tune bench --json", *sys.argv[sys.argv.index("bench") + 1 :]])
@@ -218,7 +237,14 @@ def run_bench(args: argparse.Namespace) -> int:
         else "python -m cohort.tune bench --json",
         "machine": {"cpus": __import__("os").cpu_count(), "kernel": __import__("platform").release()},
     }
-    if not args.replay_only:
+    if args.replay_only:  # keep the live figures of the last full run, if any
+        live = ("nav_p99_ms_default", "nav_p99_ms_tuned", "nav_p99_ratio", "detect_mean_ms_ratio", "worse_environment")
+        report.update({k: previous[k] for k in (*live, "environments", "method", "command") if k in previous})
+        samples_path = out.parent / (out.name + "_samples.json")
+        if "environments" in report and samples_path.exists():
+            for env, samples in json.loads(samples_path.read_text()).items():
+                report["environments"][env]["_samples"] = samples
+    else:
         envs = {}
         for env in args.envs.split(","):
             envs[env] = live_env(env, args.trials, args.validate_reps, args.state_dir, log)
@@ -250,9 +276,15 @@ def run_bench(args: argparse.Namespace) -> int:
         "reference spec: nav (20 Hz) + detect, beside two recorder apps compressing sensor data; each app in "
         "its own cgroup under cohort-tune (cpu.shares 16384 against the rest of the machine); 2 CPUs"
     )
-    out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     plot(report, out.with_suffix(".png"))
+    if "environments" in report and all("_samples" in r for r in report["environments"].values()):
+        # raw NAV loop times behind the histograms, to remake the plot with --replay-only
+        samples = {
+            e: {k: [round(x, 2) for x in v] for k, v in r["_samples"].items()}
+            for e, r in report["environments"].items()
+        }
+        (out.parent / (out.name + "_samples.json")).write_text(json.dumps(samples) + "\n")
     clean = _strip(report)
     out.with_suffix(".json").write_text(json.dumps(clean, indent=1) + "\n")
     if args.json:

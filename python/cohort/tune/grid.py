@@ -21,7 +21,7 @@ from typing import Any
 AXES: dict[str, list[Any]] = {
     "nav.rt": ["none", "fifo", "deadline"],
     "nav.rt_runtime_ms": [15.0, 30.0, 45.0],  # deadline only
-    "nav.cpu_shares": [256, 1024, 4096],
+    "nav.cpu_shares": [256, 1024, 4096],  # CFS only (rt = none)
     "detect.cpu_shares": [256, 1024, 4096],
     "system.thp": ["madvise", "always"],
 }
@@ -35,10 +35,14 @@ DEFAULT = {
 
 
 def effective(config: dict[str, Any]) -> dict[str, Any]:
-    """Drop knobs that do nothing under this configuration (runtime without deadline)."""
+    """Drop knobs that do nothing under this configuration: the deadline runtime without
+    SCHED_DEADLINE, and nav's CFS weight (cpu.shares) when nav runs under a real-time policy,
+    which the CFS weight does not touch. Such configurations are the same experiment."""
     out = dict(config)
     if out.get("nav.rt") != "deadline":
         out.pop("nav.rt_runtime_ms", None)
+    if out.get("nav.rt") != "none":
+        out.pop("nav.cpu_shares", None)
     return out
 
 

@@ -44,7 +44,9 @@ from cohort.tune.system import Journal, Lock, System, kill_group, restore
 
 THP_PATH = "/sys/kernel/mm/transparent_hugepage/enabled"
 PR_SET_PDEATHSIG = 1
-_GATE = 'read -r _ <&3; exec 3<&-; exec "$@"'
+# the gate: wait for "go" on stdin (a pipe from the tuner), then become the app; EOF without
+# "go" (the tuner failed to place it, or died) means exit without running anything
+_GATE = 'read -r _ || exit 111; exec "$@" </dev/null'
 
 
 def stats_of(values: list[float]) -> dict[str, float]:
@@ -263,17 +265,15 @@ class Session:
             return
         env = {**os.environ, **app.env, ENV_VAR: str(metrics_path)}
         r, w = os.pipe()
-        os.set_inheritable(r, True)
-        log = open(self.scratch / f"{app.name}.log", "ab")  # noqa: SIM115 (handed to the child)
+        log = open(self.scratch / f"{app.name}.log", "wb")  # noqa: SIM115 (handed to the child)
         try:
             p = subprocess.Popen(
                 ["/bin/sh", "-c", _GATE, "cohort-gate", *cmd],
                 env=env,
-                stdin=subprocess.DEVNULL,
+                stdin=r,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                pass_fds=(r,),
-                preexec_fn=lambda: (os.dup2(r, 3), _pdeathsig()),
+                preexec_fn=_pdeathsig,
                 start_new_session=True,
             )
         except OSError as e:
