@@ -3,6 +3,8 @@
 //! * [`frame`]: the secure frame every Cohort datagram travels in.
 //! * [`symbol`]: the coded-symbol header (source and repair symbols).
 //! * [`lrt`]: the coded transport's packets (symbols, rank acknowledgements, handshake, close).
+//! * [`group`]: group request-reply and membership (GCBRR): requests, slot-ordered replies,
+//!   join and leave polls, view pushes, heartbeats.
 //!
 //! Parsing follows smoltcp's contract: `new_checked` validates lengths once, after which no
 //! accessor can panic, and `Repr::parse` validates semantics; `Repr::emit` writes into a
@@ -48,6 +50,7 @@
 //! ```
 
 pub mod frame;
+pub mod group;
 pub mod lrt;
 mod replay;
 pub mod symbol;
