@@ -2,4 +2,5 @@
 //! draw from an unseeded random source. A driver (the simulator, the real-time runtime or a
 //! test harness) feeds them datagrams and time and carries out what they ask for.
 
+pub mod group;
 pub mod lrt;

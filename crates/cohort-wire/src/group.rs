@@ -19,7 +19,7 @@
 //! LEFT  (6)  —
 //! VPUSH (7)  ticket u64 | push u64 | next_ticket u64 | rmask MASK | count u16 | count × ENTRY
 //! VACK  (8)  coord u32 | coord_inc u32 | push u64
-//! HBEAT (9)  ticket u64 | members MASK                     flags bit 0: sender is coordinator
+//! HBEAT (9)  ticket u64 | view u64 | members MASK          flags bit 0: sender is coordinator
 //!
 //! ENTRY      pid u32 | incarnation u32 | ticket u64 | flags u8 (bit 0: new member)
 //! MASK       see [`mask`]: base u32 | len u16 | bitmap
@@ -30,7 +30,9 @@
 //! `poll` and `push` number the coordinator's requests, polls and view pushes so answers can
 //! be matched to them. `data` runs to the end of the message. VPUSH entries are sorted by
 //! pid, without repeats. HBEAT is the fault detector's heartbeat: a process that has sent
-//! nothing for a while sends one, carrying the members its view holds.
+//! nothing for a while sends one, carrying the members its view holds and the number of the
+//! latest view push that view reflects (so a heartbeat overtaken by a later push is known to
+//! be stale).
 //!
 //! The encoding is canonical: undefined flag bits must be zero, fixed-size messages may not
 //! carry trailing bytes, masks and views have one form each. So whatever
@@ -199,8 +201,8 @@ pub enum Message<'a> {
     /// Acknowledges view push `push` of coordinator `coord`.
     Vack { coord: u32, coord_inc: u32, push: u64 },
     /// Heartbeat: the sender is alive, holds ticket `ticket` (0 if none), considers itself the
-    /// coordinator if `coord`, and has `members` in its view.
-    Hbeat { ticket: u64, coord: bool, members: PidMask },
+    /// coordinator if `coord`, and has `members` in its view, which reflects view push `view`.
+    Hbeat { ticket: u64, view: u64, coord: bool, members: PidMask },
 }
 
 impl Message<'_> {
@@ -229,7 +231,11 @@ pub struct GroupRepr<'a> {
 }
 
 fn need(b: &[u8], kind: u8, len: usize) -> Result<(), GroupError> {
-    if b.len() < len { Err(GroupError::Short { kind, need: len + HEADER_LEN, got: b.len() + HEADER_LEN }) } else { Ok(()) }
+    if b.len() < len {
+        Err(GroupError::Short { kind, need: len + HEADER_LEN, got: b.len() + HEADER_LEN })
+    } else {
+        Ok(())
+    }
 }
 
 fn exact(b: &[u8], kind: u8, len: usize) -> Result<(), GroupError> {
@@ -302,10 +308,10 @@ impl<'a> GroupRepr<'a> {
                 Message::Vack { coord: u32_at(b, 0), coord_inc: u32_at(b, 4), push: u64_at(b, 8) }
             }
             _ => {
-                need(b, k, 8)?;
-                let (members, n) = mask::PidMask::parse(&b[8..])?;
-                exact(&b[8..], k, n)?;
-                Message::Hbeat { ticket: u64_at(b, 0), coord: flags & FLAG_COORD != 0, members }
+                need(b, k, 16)?;
+                let (members, n) = mask::PidMask::parse(&b[16..])?;
+                exact(&b[16..], k, n)?;
+                Message::Hbeat { ticket: u64_at(b, 0), view: u64_at(b, 8), coord: flags & FLAG_COORD != 0, members }
             }
         };
         Ok(GroupRepr { pid: p.pid(), incarnation: p.incarnation(), msg })
@@ -321,7 +327,7 @@ impl<'a> GroupRepr<'a> {
                 Message::Join { .. } => 12,
                 Message::Left => 0,
                 Message::Vpush { rmask, view, .. } => 24 + rmask.buffer_len() + 2 + view.len() * ENTRY_LEN,
-                Message::Hbeat { members, .. } => 8 + members.buffer_len(),
+                Message::Hbeat { members, .. } => 16 + members.buffer_len(),
             }
     }
 
@@ -383,9 +389,10 @@ impl<'a> GroupRepr<'a> {
                 b[4..8].copy_from_slice(&coord_inc.to_be_bytes());
                 b[8..16].copy_from_slice(&push.to_be_bytes());
             }
-            Message::Hbeat { ticket, members, .. } => {
+            Message::Hbeat { ticket, view, members, .. } => {
                 b[..8].copy_from_slice(&ticket.to_be_bytes());
-                members.emit(&mut b[8..])?;
+                b[8..16].copy_from_slice(&view.to_be_bytes());
+                members.emit(&mut b[16..])?;
             }
         }
         Some(len)

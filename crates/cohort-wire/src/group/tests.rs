@@ -27,8 +27,8 @@ fn samples() -> Vec<GroupRepr<'static>> {
             view: vec![entry(1, 1, 1, false), entry(3, 2, 3, false), entry(4, 1, 4, true)],
         }),
         r(Message::Vack { coord: 1, coord_inc: 1, push: 8 }),
-        r(Message::Hbeat { ticket: 3, coord: false, members: mask(&[1, 3, 4]) }),
-        r(Message::Hbeat { ticket: 1, coord: true, members: mask(&[1]) }),
+        r(Message::Hbeat { ticket: 3, view: 4, coord: false, members: mask(&[1, 3, 4]) }),
+        r(Message::Hbeat { ticket: 1, view: 0, coord: true, members: mask(&[1]) }),
     ]
 }
 
@@ -75,9 +75,16 @@ fn request_and_heartbeat_bytes() {
         b'g', b'o',
     ];
     assert_eq!(&b[..n], &expect);
-    let hb = GroupRepr { pid: 1, incarnation: 2, msg: Message::Hbeat { ticket: 1, coord: true, members: mask(&[1]) } };
+    let hb = GroupRepr {
+        pid: 1,
+        incarnation: 2,
+        msg: Message::Hbeat { ticket: 1, view: 2, coord: true, members: mask(&[1]) },
+    };
     let n = hb.emit(&mut b).unwrap();
-    assert_eq!(&b[..n], &[9, 1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 1]);
+    assert_eq!(
+        &b[..n],
+        &[9, 1, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 1, 1]
+    );
 }
 
 #[test]
@@ -87,7 +94,10 @@ fn bad_messages_are_typed_errors() {
     assert_eq!(GroupRepr::parse(&[10, 0, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::UnknownType(10)));
     assert_eq!(GroupRepr::parse(&[6, 1, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::Reserved { kind: 6 }));
     assert_eq!(GroupRepr::parse(&[9, 2, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::Reserved { kind: 9 }));
-    assert_eq!(GroupRepr::parse(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]), Err(GroupError::Short { kind: 3, need: 26, got: 11 }));
+    assert_eq!(
+        GroupRepr::parse(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+        Err(GroupError::Short { kind: 3, need: 26, got: 11 })
+    );
     // A VPUSH whose entries are out of order, or carry an undefined flag.
     let v = GroupRepr {
         pid: 1,
@@ -117,11 +127,8 @@ fn bad_messages_are_typed_errors() {
 fn views_of_hundreds_of_members_fit_a_datagram() {
     let view: Vec<ViewEntry> = (1..=300).map(|p| entry(p, 1, u64::from(p), false)).collect();
     let rmask: PidMask = (2..=300).collect();
-    let v = GroupRepr {
-        pid: 1,
-        incarnation: 1,
-        msg: Message::Vpush { ticket: 1, push: 1, next_ticket: 301, rmask, view },
-    };
+    let v =
+        GroupRepr { pid: 1, incarnation: 1, msg: Message::Vpush { ticket: 1, push: 1, next_ticket: 301, rmask, view } };
     assert!(v.buffer_len() < 65_000);
     let mut b = vec![0u8; v.buffer_len()];
     v.emit(&mut b).unwrap();
@@ -141,26 +148,27 @@ fn arb_view() -> impl Strategy<Value = Vec<ViewEntry>> {
 
 fn arb_msg() -> impl Strategy<Value = (u32, u32, Message<'static>)> {
     let data = proptest::collection::vec(any::<u8>(), 0..64).prop_map(|v| &*Box::leak(v.into_boxed_slice()));
-    let msg = prop_oneof![
-        (any::<u64>(), any::<u64>(), arb_mask(), data.clone())
-            .prop_map(|(ticket, seqno, rmask, data)| Message::Areq { ticket, seqno, rmask, data }),
-        (any::<u32>(), any::<u32>(), any::<u64>(), data)
-            .prop_map(|(coord, coord_inc, seqno, data)| Message::Arpl { coord, coord_inc, seqno, data }),
-        (any::<u64>(), any::<u64>()).prop_map(|(ticket, poll)| Message::Jpoll { ticket, poll }),
-        (any::<u32>(), any::<u64>()).prop_map(|(coord, poll)| Message::Join { coord, poll }),
-        (any::<u64>(), any::<u64>()).prop_map(|(ticket, poll)| Message::Lpoll { ticket, poll }),
-        Just(Message::Left),
-        (any::<u64>(), any::<u64>(), any::<u64>(), arb_mask(), arb_view()).prop_map(
-            |(ticket, push, next_ticket, rmask, view)| Message::Vpush { ticket, push, next_ticket, rmask, view }
-        ),
-        (any::<u32>(), any::<u32>(), any::<u64>())
-            .prop_map(|(coord, coord_inc, push)| Message::Vack { coord, coord_inc, push }),
-        (any::<u64>(), any::<bool>(), arb_mask()).prop_map(|(ticket, coord, members)| Message::Hbeat {
-            ticket,
-            coord,
-            members
-        }),
-    ];
+    let msg =
+        prop_oneof![
+            (any::<u64>(), any::<u64>(), arb_mask(), data.clone())
+                .prop_map(|(ticket, seqno, rmask, data)| Message::Areq { ticket, seqno, rmask, data }),
+            (any::<u32>(), any::<u32>(), any::<u64>(), data)
+                .prop_map(|(coord, coord_inc, seqno, data)| Message::Arpl { coord, coord_inc, seqno, data }),
+            (any::<u64>(), any::<u64>()).prop_map(|(ticket, poll)| Message::Jpoll { ticket, poll }),
+            (any::<u32>(), any::<u64>()).prop_map(|(coord, poll)| Message::Join { coord, poll }),
+            (any::<u64>(), any::<u64>()).prop_map(|(ticket, poll)| Message::Lpoll { ticket, poll }),
+            Just(Message::Left),
+            (any::<u64>(), any::<u64>(), any::<u64>(), arb_mask(), arb_view()).prop_map(
+                |(ticket, push, next_ticket, rmask, view)| Message::Vpush { ticket, push, next_ticket, rmask, view }
+            ),
+            (any::<u32>(), any::<u32>(), any::<u64>()).prop_map(|(coord, coord_inc, push)| Message::Vack {
+                coord,
+                coord_inc,
+                push
+            }),
+            (any::<u64>(), any::<u64>(), any::<bool>(), arb_mask())
+                .prop_map(|(ticket, view, coord, members)| Message::Hbeat { ticket, view, coord, members }),
+        ];
     (any::<u32>(), any::<u32>(), msg)
 }
 

@@ -1,0 +1,466 @@
+//! The coordinator's side: request rounds (Alg. 2), join and leave polls (Alg. 3, 4), view
+//! pushes (Alg. 5), and what a coordinator does when it learns it was removed.
+//!
+//! Operations run one at a time, in the order the application issued them ("the coordinator
+//! proceeds with the next application request once the previous one has been handled to
+//! completion"); a takeover push runs before anything else.
+
+use super::member::Member;
+use super::{Dest, Entry, Event, LeftReason, PidMask, PollError, RemoveReason, Replies, RequestError, RequestId};
+use cohort_time::Instant;
+use cohort_wire::group::Message;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+#[derive(Debug)]
+enum Op {
+    Request { id: RequestId, dsts: Vec<u32>, data: Vec<u8>, proc_t: Duration, issued_at: Instant },
+    CheckJoins { join_t: Duration },
+    CheckLeaves { leave_t: Duration },
+}
+
+#[derive(Debug)]
+enum Purpose {
+    CheckJoins { added: Vec<u32> },
+    Takeover,
+}
+
+#[derive(Debug)]
+enum Running {
+    Request {
+        id: RequestId,
+        rmask: PidMask,
+        data: Vec<u8>,
+        proc_t: Duration,
+        deadline: Instant,
+        replies: BTreeMap<u32, Vec<u8>>,
+        failed: Vec<u32>,
+        issued_at: Instant,
+        broadcasts: u32,
+    },
+    JoinPoll {
+        poll: u64,
+        until: Instant,
+        added: Vec<u32>,
+    },
+    LeavePoll {
+        until: Instant,
+        left: Vec<u32>,
+    },
+    /// A view push: the current phase's round, then the phases still to come.
+    Push {
+        push: u64,
+        rmask: PidMask,
+        deadline: Instant,
+        phases: VecDeque<Vec<u32>>,
+        purpose: Purpose,
+    },
+}
+
+/// The coordinator's counters and operations.
+#[derive(Debug, Default)]
+pub(super) struct CoordState {
+    seqno: u64,
+    pub(super) push_seq: u64,
+    poll_seq: u64,
+    queue: VecDeque<Op>,
+    running: Option<Running>,
+}
+
+impl CoordState {
+    /// Whether the running view push addresses `pid`.
+    pub(super) fn pushing_to(&self, pid: u32) -> bool {
+        matches!(&self.running, Some(Running::Push { rmask, .. }) if rmask.contains(pid))
+    }
+}
+
+impl Member {
+    fn my_ticket(&self) -> u64 {
+        self.view.get(self.pid).map_or(0, |e| e.ticket)
+    }
+
+    /// `RequestReply(pids, data, procT)`: sends `data` to the members among `pids` (never to
+    /// this process) and reports their replies as [`Event::Replies`]. Requests queue behind the
+    /// operation in progress.
+    pub fn request_reply(
+        &mut self,
+        now: Instant,
+        pids: &[u32],
+        data: Vec<u8>,
+        proc_t: Duration,
+    ) -> Result<RequestId, RequestError> {
+        if !self.is_coordinator() {
+            return Err(RequestError::NotCoordinator);
+        }
+        if data.len() > self.cfg.max_payload {
+            return Err(RequestError::TooLarge { len: data.len(), max: self.cfg.max_payload });
+        }
+        self.coord_state.seqno += 1;
+        let id = RequestId(self.coord_state.seqno);
+        let mut dsts: Vec<u32> = pids.iter().copied().filter(|&p| p != self.pid).collect();
+        dsts.sort_unstable();
+        dsts.dedup();
+        self.coord_state.queue.push_back(Op::Request { id, dsts, data, proc_t, issued_at: now });
+        self.pump(now);
+        Ok(id)
+    }
+
+    /// `CheckJoins(joinT)`: broadcasts a join poll, admits whoever answers within
+    /// `2·MsgT + joinT`, pushes the new view, and reports [`Event::JoinsChecked`].
+    pub fn check_joins(&mut self, now: Instant, join_t: Duration) -> Result<(), PollError> {
+        if !self.is_coordinator() {
+            return Err(PollError::NotCoordinator);
+        }
+        self.coord_state.queue.push_back(Op::CheckJoins { join_t });
+        self.pump(now);
+        Ok(())
+    }
+
+    /// `CheckLeaves(leaveT)`: broadcasts a leave poll, waits `2·MsgT + leaveT` for departures,
+    /// and reports [`Event::LeavesChecked`].
+    pub fn check_leaves(&mut self, now: Instant, leave_t: Duration) -> Result<(), PollError> {
+        if !self.is_coordinator() {
+            return Err(PollError::NotCoordinator);
+        }
+        self.coord_state.queue.push_back(Op::CheckLeaves { leave_t });
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Whether an operation is running or queued.
+    pub fn is_busy(&self) -> bool {
+        self.coord_state.running.is_some() || !self.coord_state.queue.is_empty()
+    }
+
+    /// Starts queued operations while none is running.
+    pub(super) fn pump(&mut self, now: Instant) {
+        while self.is_coordinator() && self.coord_state.running.is_none() {
+            let Some(op) = self.coord_state.queue.pop_front() else { return };
+            self.start(now, op);
+        }
+    }
+
+    fn start(&mut self, now: Instant, op: Op) {
+        match op {
+            Op::Request { id, dsts, data, proc_t, issued_at } => {
+                let (rmask, failed): (Vec<u32>, Vec<u32>) = dsts.into_iter().partition(|&p| self.view.contains(p));
+                let rmask: PidMask = rmask.into_iter().collect();
+                self.coord_state.running = Some(Running::Request {
+                    id,
+                    rmask,
+                    data,
+                    proc_t,
+                    deadline: now,
+                    replies: BTreeMap::new(),
+                    failed,
+                    issued_at,
+                    broadcasts: 0,
+                });
+                self.request_round(now);
+            }
+            Op::CheckJoins { join_t } => {
+                self.coord_state.poll_seq += 1;
+                let poll = self.coord_state.poll_seq;
+                let until = now + self.slots(2) + join_t;
+                self.coord_state.running = Some(Running::JoinPoll { poll, until, added: vec![] });
+                self.stats.polls_sent += 1;
+                self.send(now, Dest::Broadcast, Message::Jpoll { ticket: self.my_ticket(), poll });
+            }
+            Op::CheckLeaves { leave_t } => {
+                self.coord_state.poll_seq += 1;
+                let poll = self.coord_state.poll_seq;
+                let until = now + self.slots(2) + leave_t;
+                self.coord_state.running = Some(Running::LeavePoll { until, left: vec![] });
+                self.stats.polls_sent += 1;
+                self.send(now, Dest::Broadcast, Message::Lpoll { ticket: self.my_ticket(), poll });
+            }
+        }
+    }
+
+    /// One round of the running request: complete it, or (re)broadcast it to the processes
+    /// still missing and wait `MsgT + procT + n·MsgT`.
+    fn request_round(&mut self, now: Instant) {
+        let ticket = self.my_ticket();
+        let seqno = self.coord_state.seqno_of_running();
+        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, .. }) = &mut self.coord_state.running
+        else {
+            return;
+        };
+        if rmask.is_empty() {
+            self.complete_request(now);
+            return;
+        }
+        *deadline = now + self.cfg.msg_t + *proc_t + self.cfg.msg_t.saturating_mul(rmask.len() as u32);
+        *broadcasts += 1;
+        let (rmask, data) = (rmask.clone(), std::mem::take(data));
+        self.stats.requests_sent += 1;
+        self.send(now, Dest::Broadcast, Message::Areq { ticket, seqno, rmask, data: &data });
+        if let Some(Running::Request { data: d, .. }) = &mut self.coord_state.running {
+            *d = data;
+        }
+    }
+
+    fn complete_request(&mut self, now: Instant) {
+        if let Some(Running::Request { id, replies, failed, issued_at, broadcasts, .. }) =
+            self.coord_state.running.take()
+        {
+            self.events.push_back(Event::Replies(Replies { id, replies, failed, issued_at, done_at: now, broadcasts }));
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_reply(
+        &mut self,
+        now: Instant,
+        from: u32,
+        inc: u32,
+        coord: u32,
+        coord_inc: u32,
+        seqno: u64,
+        data: &[u8],
+    ) -> bool {
+        if coord != self.pid || coord_inc != self.incarnation || !self.view.has(from, inc) {
+            return false;
+        }
+        let current = self.coord_state.seqno_of_running();
+        let Some(Running::Request { rmask, replies, .. }) = &mut self.coord_state.running else { return false };
+        if seqno != current || !rmask.remove(from) {
+            return false;
+        }
+        replies.insert(from, data.to_vec());
+        if rmask.is_empty() {
+            self.complete_request(now);
+        }
+        true
+    }
+
+    /// `OnRecv(JOIN)` (Alg. 3): the next ticket for the joiner, during the poll it answers.
+    pub(super) fn on_join(&mut self, now: Instant, from: u32, inc: u32, coord: u32, poll: u64) -> bool {
+        let Some(Running::JoinPoll { poll: current, added, .. }) = &mut self.coord_state.running else { return false };
+        if coord != self.pid || poll != *current || self.view.get(from).is_some_and(|e| e.incarnation >= inc) {
+            return false;
+        }
+        added.push(from);
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        // `heard` already removed an older incarnation of the joiner.
+        self.view.insert(from, Entry { incarnation: inc, ticket, new: true });
+        self.last_heard.insert(from, now);
+        self.events.push_back(Event::GroupChanged { members: self.view.pids() });
+        true
+    }
+
+    /// The two-phase view push: the old members first, then each new one in ticket order.
+    fn start_push(&mut self, now: Instant, purpose: Purpose) {
+        let mut phases = VecDeque::new();
+        phases.push_back(self.view.old_members());
+        for p in self.view.new_members() {
+            phases.push_back(vec![p]);
+        }
+        self.coord_state.running =
+            Some(Running::Push { push: 0, rmask: PidMask::new(), deadline: now, phases, purpose });
+        self.next_push_phase(now);
+    }
+
+    /// Alg. 6: a new coordinator pushes its view first if it holds new members.
+    pub(super) fn start_takeover_push(&mut self, now: Instant) {
+        if !self.view.new_members().is_empty() {
+            self.start_push(now, Purpose::Takeover);
+        }
+    }
+
+    fn next_push_phase(&mut self, now: Instant) {
+        loop {
+            let Some(Running::Push { push, rmask, phases, .. }) = &mut self.coord_state.running else { return };
+            let Some(phase) = phases.pop_front() else { break };
+            let me = self.pid;
+            let targets: PidMask = phase.into_iter().filter(|&p| p != me && self.view.contains(p)).collect();
+            if targets.is_empty() {
+                continue;
+            }
+            self.coord_state.push_seq += 1;
+            *push = self.coord_state.push_seq;
+            *rmask = targets;
+            // Members waiting silently for their push are monitored from now on.
+            for p in rmask.iter() {
+                self.last_heard.insert(p, now);
+            }
+            self.push_round(now);
+            return;
+        }
+        // Every phase is done: the new members are members.
+        let Some(Running::Push { purpose, .. }) = self.coord_state.running.take() else { return };
+        self.view.commit();
+        if let Purpose::CheckJoins { added } = purpose {
+            let added = added.into_iter().filter(|&p| self.view.contains(p)).collect();
+            self.events.push_back(Event::JoinsChecked { added });
+        }
+    }
+
+    fn push_round(&mut self, now: Instant) {
+        let (ticket, next_ticket, view) = (self.my_ticket(), self.next_ticket, self.view.to_entries());
+        let wait = self.cfg.msg_t;
+        let Some(Running::Push { push, rmask, deadline, .. }) = &mut self.coord_state.running else { return };
+        if rmask.is_empty() {
+            self.next_push_phase(now);
+            return;
+        }
+        *deadline = now + wait + wait.saturating_mul(rmask.len() as u32);
+        let msg = Message::Vpush { ticket, push: *push, next_ticket, rmask: rmask.clone(), view };
+        self.stats.pushes_sent += 1;
+        self.send(now, Dest::Broadcast, msg);
+    }
+
+    pub(super) fn on_view_ack(
+        &mut self,
+        now: Instant,
+        from: u32,
+        inc: u32,
+        coord: u32,
+        coord_inc: u32,
+        push: u64,
+    ) -> bool {
+        if coord != self.pid || coord_inc != self.incarnation || !self.view.has(from, inc) {
+            return false;
+        }
+        let Some(Running::Push { push: current, rmask, .. }) = &mut self.coord_state.running else { return false };
+        if push != *current || !rmask.remove(from) {
+            return false;
+        }
+        if rmask.is_empty() {
+            self.next_push_phase(now);
+        }
+        true
+    }
+
+    /// A member left the coordinator's view: stop waiting for it.
+    pub(super) fn coord_member_gone(&mut self, now: Instant, pid: u32, reason: RemoveReason) {
+        let removed = match &mut self.coord_state.running {
+            Some(Running::Request { rmask, .. }) | Some(Running::Push { rmask, .. }) => rmask.remove(pid),
+            _ => false,
+        };
+        match &mut self.coord_state.running {
+            Some(Running::Request { rmask, failed, .. }) if removed => {
+                failed.push(pid);
+                if rmask.is_empty() {
+                    self.complete_request(now);
+                }
+            }
+            Some(Running::Push { rmask, .. }) if removed && rmask.is_empty() => self.next_push_phase(now),
+            Some(Running::LeavePoll { left, .. }) if reason == RemoveReason::Left => left.push(pid),
+            _ => {}
+        }
+    }
+
+    pub(super) fn coord_deadline(&self) -> Option<Instant> {
+        if !self.is_coordinator() {
+            return None;
+        }
+        match &self.coord_state.running {
+            Some(Running::Request { deadline, .. }) | Some(Running::Push { deadline, .. }) => Some(*deadline),
+            Some(Running::JoinPoll { until, .. }) | Some(Running::LeavePoll { until, .. }) => Some(*until),
+            None => None,
+        }
+    }
+
+    pub(super) fn coord_timeout(&mut self, now: Instant) {
+        if self.coord_deadline().is_none_or(|d| d > now) {
+            return;
+        }
+        match &mut self.coord_state.running {
+            Some(Running::Request { .. }) => self.request_round(now),
+            Some(Running::Push { .. }) => self.push_round(now),
+            Some(Running::JoinPoll { added, .. }) => {
+                let added = std::mem::take(added);
+                self.coord_state.running = None;
+                if self.view.new_members().is_empty() {
+                    self.events.push_back(Event::JoinsChecked { added: vec![] });
+                } else {
+                    self.start_push(now, Purpose::CheckJoins { added });
+                }
+            }
+            Some(Running::LeavePoll { left, .. }) => {
+                let left = std::mem::take(left);
+                self.coord_state.running = None;
+                self.events.push_back(Event::LeavesChecked { left });
+            }
+            None => {}
+        }
+    }
+
+    /// Another process acts as coordinator. The one that the other's view lacks stands down:
+    /// if `from` is in this view, `from` must have removed us (it would not coordinate
+    /// otherwise); if neither holds the other, the larger ticket stands down.
+    pub(super) fn coordinator_conflict(&mut self, now: Instant, from: u32, inc: u32, ticket: u64) -> bool {
+        if self.view.has(from, inc) || (ticket, from) < (self.my_ticket(), self.pid) {
+            tracing::debug!(me = self.pid, other = from, "second coordinator heard: standing down");
+            self.leave_group(now, LeftReason::Expelled { by: from });
+        }
+        true
+    }
+
+    /// Heartbeats: signs of life (already noted), and news of removals. A coordinator learns
+    /// it was removed from a member's view without it; an ordinary member adopts its
+    /// coordinator's removals, and learns its own.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn on_heartbeat(
+        &mut self,
+        now: Instant,
+        from: u32,
+        inc: u32,
+        ticket: u64,
+        view: u64,
+        coord: bool,
+        members: &PidMask,
+    ) -> bool {
+        if self.is_coordinator() {
+            if coord {
+                return self.coordinator_conflict(now, from, inc, ticket);
+            }
+            if self.view.has(from, inc) && !members.contains(self.pid) {
+                self.leave_group(now, LeftReason::Expelled { by: from });
+            }
+            return true;
+        }
+        if !self.is_member() || !coord || self.coord != Some(from) || !self.view.has(from, inc) {
+            return false;
+        }
+        // A heartbeat sent before the push this view came from is stale.
+        if self.view_push.0 == from && view < self.view_push.1 {
+            return false;
+        }
+        if !members.contains(self.pid) {
+            self.leave_group(now, LeftReason::Expelled { by: from });
+            return true;
+        }
+        let gone: Vec<u32> = self.view.pids().into_iter().filter(|&p| !members.contains(p)).collect();
+        for p in gone {
+            self.remove_member(now, p, RemoveReason::ByCoordinator);
+        }
+        true
+    }
+
+    /// Drops the coordinator's operations (it stopped coordinating); running and queued
+    /// requests are reported aborted.
+    pub(super) fn abort_coordination(&mut self) {
+        let cs = std::mem::take(&mut self.coord_state);
+        if let Some(Running::Request { id, .. }) = cs.running {
+            self.events.push_back(Event::RequestAborted { id });
+        }
+        for op in cs.queue {
+            if let Op::Request { id, .. } = op {
+                self.events.push_back(Event::RequestAborted { id });
+            }
+        }
+    }
+}
+
+impl CoordState {
+    /// The sequence number of the running request (request ids are their sequence numbers).
+    fn seqno_of_running(&self) -> u64 {
+        match &self.running {
+            Some(Running::Request { id, .. }) => id.0,
+            _ => 0,
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! GCBRR: coordinated broadcast-based group request-reply and membership (seed 003).
+//!
+//! A [`Member`] is one process of a group, sans-IO. One member, the *coordinator* (the member
+//! with the smallest ticket), broadcasts requests to any subset of the others, who answer in
+//! transmission slots ordered by their process ids (`posBit(rmask)`): the first answers as soon
+//! as its application has replied, every later one right after it overhears its predecessor's
+//! reply, or when its slot timer fires if that reply was lost. Replies never contend with each
+//! other, and a request plus N replies take N + 1 transmissions. When the round's timer fires,
+//! the coordinator re-broadcasts the request addressing only the processes still missing.
+//!
+//! Membership (Algorithms 3-6): the coordinator invites joins with a join poll
+//! ([`Member::check_joins`]), gives each joiner the next ticket, and pushes the new view first
+//! to the old members and then to each new one in ticket order; it invites leaves with a leave
+//! poll ([`Member::check_leaves`]). When the coordinator fails or leaves, every member removes
+//! it and takes the member with the next smallest ticket as coordinator, without exchanging a
+//! message; that member, unless it is itself leaving, becomes coordinator
+//! ([`Event::BecameCoord`]) and pushes its view if it holds members whose admission push had
+//! not completed.
+//!
+//! # Mapping to seed 003
+//!
+//! | paper | here |
+//! |---|---|
+//! | Table II `state`, `myid`, `coordid`, `grp`, `seqno`, `rmask`, `replies`, `reply` | [`State`], `pid`, `coord`, [`View`], per-coordinator request numbers, the running round's [`PidMask`], [`Replies`], the stored reply (re-sent, never recomputed) |
+//! | Table III messages | [`cohort_wire::group::Message`], plus HBEAT for the fault detector |
+//! | Alg. 1 `Init` | [`Member::with_group`] (static group) or [`Member::new`] + [`Member::join`] |
+//! | Alg. 2 request-reply | [`Member::request_reply`], [`Event::Request`] + [`Member::reply`], [`Event::Replies`] |
+//! | Alg. 3 join | [`Member::join`], [`Member::check_joins`] → [`Event::JoinsChecked`] |
+//! | Alg. 4 leave | [`Member::leave`], [`Member::check_leaves`] → [`Event::LeavesChecked`] |
+//! | Alg. 5 view push | two phases, old members then each new one in ticket order |
+//! | Alg. 6 failure and election | removal, `minTicket` election, takeover push, leave-instead-of-take-over |
+//!
+//! # Timers
+//!
+//! With `MsgT` = [`Config::msg_t`]: a request round waits `MsgT + procT + n·MsgT` for `n`
+//! missing replies; a view-push round `MsgT + n·MsgT`; a join or leave poll `2·MsgT + joinT`
+//! (`leaveT`). An addressed process sends in slot `k` (1-based) `(k - 1)·MsgT` after its reply
+//! is ready, or earlier: right after it overhears slot `k - 1`, or `(k - 1 - j)·MsgT` after it
+//! overhears slot `j`.
+//!
+//! # Fault detection (what the paper assumes, built here)
+//!
+//! Any message from a process is a sign of life; a member that has sent nothing for
+//! [`Config::heartbeat_t`] broadcasts a heartbeat (HBEAT) carrying the pids of its view. The
+//! coordinator suspects a member it has not heard from for [`Config::fault_detect_t`]; an
+//! ordinary member suspects its coordinator likewise. Every process carries an *incarnation*;
+//! a message from a larger incarnation of a member tells that its old incarnation failed, and
+//! a process that joins again always does so with a larger one, so nothing of a former life
+//! (a late message, a view entry, a reply) is taken for the new one.
+//!
+//! **False suspicions.** A real detector can be wrong: a loss burst or a partition longer than
+//! `fault_detect_t` makes a live process look dead. Cohort then *makes the suspicion true*
+//! (fail-stop emulation, as in Isis): whoever is removed from the group must leave it. The
+//! removed process learns of it from the next message that shows it — the coordinator's
+//! heartbeat without it, or, for a coordinator, a heartbeat from one of its members without
+//! it, or a message from a second coordinator — and then broadcasts LEFT, enters
+//! [`State::Left`] and reports [`Event::Left`] with [`LeftReason::Expelled`]; the application
+//! may [`join`](Member::join) again (with a larger incarnation). Two coordinators that hear
+//! each other settle it at once: the one that the other's view lacks, or else the one with
+//! the larger ticket, stands down. Until the removed process learns it was removed, it may
+//! still act: a falsely suspected coordinator may run a request that members still following
+//! it answer (each answers it at most once, as always), and a falsely suspected member may
+//! answer requests. Safety (STA, uniqueness of the coordinator among processes nobody has
+//! removed, at-most-once) holds throughout; the join commitment GM3 holds for every process
+//! that is never suspected. `fault_detect_t` should span several heartbeats (default four).
+//!
+//! The member never reads a clock, touches a socket or draws a random number.
+
+mod coord;
+mod member;
+mod ordinary;
+mod slot;
+mod view;
+
+pub use cohort_wire::group::PidMask;
+pub use member::Member;
+pub use view::{Entry, View};
+
+use cohort_time::Instant;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Timing of the protocol. Every timer derives from these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// `MsgT`: the longest one message takes from send to delivery, queueing and channel
+    /// access included. Slots and round timers are multiples of it; choose it generously
+    /// (it costs only when a message is lost). Default 30 ms: a 1500-byte frame at 1 Mbit/s
+    /// (12 ms) plus contention.
+    pub msg_t: Duration,
+    /// `FaultDetectT`: silence after which a process is suspected. Default 1 s.
+    pub fault_detect_t: Duration,
+    /// A member that has sent nothing for this long sends a heartbeat. Default 250 ms, a
+    /// quarter of `fault_detect_t`, so three heartbeats in a row may be lost without a false
+    /// suspicion.
+    pub heartbeat_t: Duration,
+    /// Largest request or reply payload, bytes. Default 60 000 (a UDP datagram with room for
+    /// headers, the secure frame and the reply mask of a large group).
+    pub max_payload: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            msg_t: Duration::from_millis(30),
+            fault_detect_t: Duration::from_secs(1),
+            heartbeat_t: Duration::from_millis(250),
+            max_payload: 60_000,
+        }
+    }
+}
+
+/// An invalid [`Config`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("msg_t must be positive")]
+    MsgT,
+    #[error("heartbeat_t {heartbeat_t:?} must be positive and below fault_detect_t {fault_detect_t:?}")]
+    Heartbeat { heartbeat_t: Duration, fault_detect_t: Duration },
+    #[error("max_payload {0} above 65 000")]
+    Payload(usize),
+}
+
+impl Config {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.msg_t.is_zero() {
+            return Err(ConfigError::MsgT);
+        }
+        if self.heartbeat_t.is_zero() || self.heartbeat_t >= self.fault_detect_t {
+            return Err(ConfigError::Heartbeat { heartbeat_t: self.heartbeat_t, fault_detect_t: self.fault_detect_t });
+        }
+        if self.max_payload > 65_000 {
+            return Err(ConfigError::Payload(self.max_payload));
+        }
+        Ok(())
+    }
+}
+
+/// Membership state (Table II `state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum State {
+    /// A member of the group.
+    Normal,
+    /// Waiting for a join poll, or for the view after answering one.
+    Join,
+    /// A member waiting for a leave poll to leave (it keeps answering requests meanwhile).
+    Leave,
+    /// Not a member.
+    Left,
+}
+
+/// Where a datagram goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dest {
+    Broadcast,
+    Unicast(u32),
+}
+
+/// A datagram [`Member::poll_transmit`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    pub dest: Dest,
+    /// Bytes written at the front of the buffer.
+    pub len: usize,
+}
+
+/// A request this process issued as coordinator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RequestId(pub u64);
+
+/// A request this process was asked to handle: coordinator, its incarnation, request number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IncomingId {
+    pub coord: u32,
+    pub coord_incarnation: u32,
+    pub seqno: u64,
+}
+
+/// The outcome of [`Member::request_reply`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replies {
+    pub id: RequestId,
+    /// The reply of each addressed process that answered.
+    pub replies: BTreeMap<u32, Vec<u8>>,
+    /// Addressed processes that failed, left or were not members.
+    pub failed: Vec<u32>,
+    /// When the request was issued and when its last reply (or failure) came in.
+    pub issued_at: Instant,
+    pub done_at: Instant,
+    /// Request broadcasts this round took (1 without loss).
+    pub broadcasts: u32,
+}
+
+/// Why this process left the group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeftReason {
+    /// [`Member::leave`] completed.
+    Requested,
+    /// The group removed this process (a suspicion, true or false): `by` showed it.
+    Expelled { by: u32 },
+    /// Elected coordinator while leaving: left instead of taking over (Alg. 6).
+    LeftInsteadOfTakingOver,
+}
+
+/// Why a member was removed from this process's view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RemoveReason {
+    /// The fault detector: silent for `fault_detect_t`.
+    Suspected,
+    /// It announced its departure (LEFT).
+    Left,
+    /// The coordinator's view no longer holds it.
+    ByCoordinator,
+    /// A larger incarnation of it was heard: the old one is gone.
+    Superseded,
+}
+
+/// What the application should know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// This process is the coordinator, of a group with these members (`BecameCoord`).
+    BecameCoord { members: Vec<u32> },
+    /// The coordinator's view changed (`GroupChanged`; only the coordinator gets it).
+    GroupChanged { members: Vec<u32> },
+    /// Handle this request and answer with [`Member::reply`] (`ProcessRequest`).
+    Request { id: IncomingId, data: Vec<u8> },
+    /// A request of this coordinator completed: every addressed process answered or failed.
+    Replies(Replies),
+    /// A request could not complete because this process stopped being coordinator.
+    RequestAborted { id: RequestId },
+    /// `join` completed: this process is a member.
+    Joined { coord: u32, members: Vec<u32> },
+    /// This process is no longer a member.
+    Left { reason: LeftReason },
+    /// A `check_joins` completed; these processes were admitted and told so.
+    JoinsChecked { added: Vec<u32> },
+    /// A `check_leaves` completed; these processes announced their departure.
+    LeavesChecked { left: Vec<u32> },
+    /// Diagnostic, at every process: `pid` (incarnation `incarnation`) left this view.
+    Removed { pid: u32, incarnation: u32, reason: RemoveReason },
+}
+
+/// Why [`Member::request_reply`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    #[error("only the coordinator issues requests")]
+    NotCoordinator,
+    #[error("payload of {len} bytes above max_payload {max}")]
+    TooLarge { len: usize, max: usize },
+}
+
+/// Why [`Member::reply`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplyError {
+    #[error("{0:?} is not the request in progress")]
+    Stale(IncomingId),
+    #[error("{0:?} was already answered")]
+    AlreadyReplied(IncomingId),
+    #[error("payload of {len} bytes above max_payload {max}")]
+    TooLarge { len: usize, max: usize },
+}
+
+/// Why [`Member::join`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum JoinError {
+    #[error("already a member or joining")]
+    NotLeft,
+    #[error("incarnations exhausted")]
+    Incarnations,
+}
+
+/// Why [`Member::leave`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LeaveError {
+    #[error("not a member")]
+    NotMember,
+}
+
+/// Why [`Member::check_joins`] or [`Member::check_leaves`] refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PollError {
+    #[error("only the coordinator polls")]
+    NotCoordinator,
+}
+
+/// Why [`Member::with_group`] refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InitError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("the group must contain the local process {0}")]
+    NotInGroup(u32),
+}
+
+/// Counters, for benchmarks and diagnostics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub frames_sent: u64,
+    pub bytes_sent: u64,
+    pub broadcasts_sent: u64,
+    pub unicasts_sent: u64,
+    pub requests_sent: u64,
+    pub replies_sent: u64,
+    pub polls_sent: u64,
+    pub joins_sent: u64,
+    pub pushes_sent: u64,
+    pub acks_sent: u64,
+    pub heartbeats_sent: u64,
+    pub lefts_sent: u64,
+    pub frames_received: u64,
+    /// Datagrams that did not parse.
+    pub malformed: u64,
+    /// Parsed messages that this state had no use for (stale, foreign, duplicate).
+    pub ignored: u64,
+    /// Members this process suspected.
+    pub suspicions: u64,
+    /// Requests this process handled (one [`Event::Request`] each).
+    pub requests_handled: u64,
+}
+
+#[cfg(test)]
+mod tests;

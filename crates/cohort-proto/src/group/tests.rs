@@ -1,0 +1,480 @@
+//! Script-like tests on a simulated team: members on one broadcast domain with a fixed
+//! delivery delay, a programmable loss filter, crashes and restarts, in virtual time.
+
+use super::*;
+use cohort_wire::group::{GroupRepr, Message, kind};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn cfg() -> Config {
+    Config { msg_t: 10 * MS, fault_detect_t: 400 * MS, heartbeat_t: 100 * MS, max_payload: 60_000 }
+}
+
+/// The reply a test application gives: the request with the replier's pid appended.
+fn answer(pid: u32, data: &[u8]) -> Vec<u8> {
+    let mut r = data.to_vec();
+    r.extend_from_slice(&pid.to_be_bytes());
+    r
+}
+
+type Filter = Box<dyn FnMut(Instant, u32, u32, &GroupRepr<'_>) -> bool>;
+
+/// One datagram on the air: when it lands, where, from whom.
+type Flight = Reverse<(Instant, u64, u32, u32, Vec<u8>)>;
+
+struct Team {
+    now: Instant,
+    members: BTreeMap<u32, Member>,
+    air: BinaryHeap<Flight>,
+    seq: u64,
+    delay: Duration,
+    /// `true`: drop this datagram from `from` to `to`.
+    drop: Filter,
+    /// Every datagram sent: time, sender, destination, bytes.
+    sent: Vec<(Instant, u32, Dest, Vec<u8>)>,
+    events: BTreeMap<u32, Vec<(Instant, Event)>>,
+    /// Members whose application answers requests at once.
+    auto_reply: bool,
+    buf: Vec<u8>,
+}
+
+impl Team {
+    fn new(pids: &[u32]) -> Self {
+        let mut t = Team {
+            now: Instant::ZERO,
+            members: BTreeMap::new(),
+            air: BinaryHeap::new(),
+            seq: 0,
+            delay: MS,
+            drop: Box::new(|_, _, _, _| false),
+            sent: vec![],
+            events: BTreeMap::new(),
+            auto_reply: true,
+            buf: vec![0u8; Member::MAX_DATAGRAM],
+        };
+        for &p in pids {
+            t.members.insert(p, Member::with_group(cfg(), p, pids, Instant::ZERO).unwrap());
+        }
+        t.flush();
+        t
+    }
+
+    fn m(&mut self, pid: u32) -> &mut Member {
+        self.members.get_mut(&pid).unwrap()
+    }
+
+    /// Calls `f` on member `pid` with the current time.
+    fn on<R>(&mut self, pid: u32, f: impl FnOnce(&mut Member, Instant) -> R) -> R {
+        let now = self.now;
+        let r = f(self.members.get_mut(&pid).unwrap(), now);
+        self.flush();
+        r
+    }
+
+    fn add_outsider(&mut self, pid: u32) {
+        let mut m = Member::new(cfg(), pid, 0).unwrap();
+        m.join(self.now).unwrap();
+        self.members.insert(pid, m);
+    }
+
+    fn crash(&mut self, pid: u32) {
+        self.members.remove(&pid);
+    }
+
+    fn flush(&mut self) {
+        loop {
+            let mut any = false;
+            let pids: Vec<u32> = self.members.keys().copied().collect();
+            for &p in &pids {
+                while let Some(tx) = self.members.get_mut(&p).unwrap().poll_transmit(self.now, &mut self.buf) {
+                    any = true;
+                    let bytes = self.buf[..tx.len].to_vec();
+                    self.sent.push((self.now, p, tx.dest, bytes.clone()));
+                    let r = GroupRepr::parse(&bytes).unwrap();
+                    let tos: Vec<u32> = match tx.dest {
+                        Dest::Broadcast => pids.iter().copied().filter(|&q| q != p).collect(),
+                        Dest::Unicast(q) => vec![q],
+                    };
+                    for to in tos {
+                        if !(self.drop)(self.now, p, to, &r) {
+                            self.seq += 1;
+                            self.air.push(Reverse((self.now + self.delay, self.seq, to, p, bytes.clone())));
+                        }
+                    }
+                }
+                while let Some(ev) = self.members.get_mut(&p).unwrap().poll_event() {
+                    any = true;
+                    if let (true, Event::Request { id, data }) = (self.auto_reply, &ev) {
+                        let r = answer(p, data);
+                        self.members.get_mut(&p).unwrap().reply(self.now, *id, r).unwrap();
+                    }
+                    self.events.entry(p).or_default().push((self.now, ev));
+                }
+            }
+            if !any {
+                return;
+            }
+        }
+    }
+
+    fn step(&mut self, limit: Instant) -> bool {
+        let next = self.members.values().filter_map(|m| m.poll_timeout()).chain(self.air.peek().map(|f| f.0.0)).min();
+        let Some(t) = next else { return false };
+        if t > limit {
+            self.now = limit;
+            return false;
+        }
+        self.now = self.now.max(t);
+        while self.air.peek().is_some_and(|f| f.0.0 <= self.now) {
+            let Reverse((_, _, to, _, bytes)) = self.air.pop().unwrap();
+            if let Some(m) = self.members.get_mut(&to) {
+                m.handle_datagram(self.now, &bytes);
+            }
+        }
+        for m in self.members.values_mut() {
+            if m.poll_timeout().is_some_and(|t| t <= self.now) {
+                m.handle_timeout(self.now);
+            }
+        }
+        self.flush();
+        true
+    }
+
+    fn run_for(&mut self, d: Duration) {
+        let limit = self.now + d;
+        let mut n = 0;
+        while self.step(limit) {
+            n += 1;
+            assert!(n < 2_000_000, "runaway at {:?}", self.now);
+        }
+    }
+
+    /// Runs until `pid` reports an event matching `f` (at the current time or later), for at
+    /// most `d`; returns it.
+    fn until(&mut self, pid: u32, d: Duration, f: impl Fn(&Event) -> bool) -> Event {
+        let (start, limit) = (self.now, self.now + d);
+        loop {
+            if let Some((_, e)) = self.events.get(&pid).and_then(|v| v.iter().find(|(t, e)| *t >= start && f(e))) {
+                return e.clone();
+            }
+            assert!(self.step(limit), "no such event at {pid} by {:?}: {:?}", self.now, self.events.get(&pid));
+        }
+    }
+
+    /// Messages of type `k` sent from `since` on, parsed.
+    fn sent_of(&self, k: u8, since: Instant) -> Vec<(Instant, u32, GroupRepr<'_>)> {
+        self.sent
+            .iter()
+            .filter(|(t, _, _, b)| *t >= since && b[0] == k)
+            .map(|(t, p, _, b)| (*t, *p, GroupRepr::parse(b).unwrap()))
+            .collect()
+    }
+
+    fn views_agree(&self) -> bool {
+        let mut it = self.members.values().filter(|m| m.is_member());
+        let Some(first) = it.next() else { return true };
+        it.all(|m| m.view().summary() == first.view().summary() && m.coordinator() == first.coordinator())
+    }
+}
+
+fn replies(e: Event) -> Replies {
+    match e {
+        Event::Replies(r) => r,
+        other => panic!("not replies: {other:?}"),
+    }
+}
+
+#[test]
+fn one_broadcast_and_replies_in_slot_order() {
+    let mut t = Team::new(&[1, 2, 3, 4]);
+    assert!(matches!(t.events[&1][0].1, Event::BecameCoord { .. }));
+    let start = t.now;
+    let id = t.m(1).request_reply(start, &[4, 2, 3, 1], b"go".to_vec(), 5 * MS).unwrap();
+    let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(_))));
+    assert_eq!(r.id, id);
+    assert_eq!(r.replies.keys().copied().collect::<Vec<_>>(), [2, 3, 4]);
+    for (p, data) in &r.replies {
+        assert_eq!(data, &answer(*p, b"go"));
+    }
+    assert!(r.failed.is_empty());
+    assert_eq!(r.broadcasts, 1);
+    assert_eq!(t.sent_of(kind::AREQ, start).len(), 1);
+    let arpl = t.sent_of(kind::ARPL, start);
+    assert_eq!(arpl.iter().map(|a| a.1).collect::<Vec<_>>(), [2, 3, 4], "slot order");
+    // Each reply right after overhearing its predecessor: one delivery delay apart.
+    assert_eq!(arpl[1].0 - arpl[0].0, t.delay);
+    assert_eq!(arpl[2].0 - arpl[1].0, t.delay);
+}
+
+#[test]
+fn a_lost_reply_is_recovered_by_slot_timers_and_a_rebroadcast_to_the_missing_only() {
+    let mut t = Team::new(&[1, 2, 3, 4]);
+    let mut first: Option<Instant> = None;
+    t.drop = Box::new(move |now, from, _, r| {
+        if from == 3 && matches!(r.msg, Message::Arpl { .. }) && first.is_none_or(|f| f == now) {
+            first = Some(now);
+            return true;
+        }
+        false
+    });
+    let start = t.now;
+    t.m(1).request_reply(start, &[2, 3, 4], b"x".to_vec(), 5 * MS).unwrap();
+    let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(_))));
+    assert_eq!(r.replies.len(), 3);
+    assert_eq!(r.broadcasts, 2);
+    let areq = t.sent_of(kind::AREQ, start);
+    let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
+    assert_eq!(rmask.iter().collect::<Vec<_>>(), [3], "the re-broadcast addresses only the missing");
+    // 4 went at its slot timer: one slot after overhearing 2.
+    let arpl = t.sent_of(kind::ARPL, start);
+    let at = |p: u32| arpl.iter().find(|a| a.1 == p).unwrap().0;
+    assert_eq!(at(4) - at(2), t.delay + cfg().msg_t);
+    // 3 handled the request once and re-sent its stored reply.
+    assert_eq!(t.m(3).stats().requests_handled, 1);
+    assert_eq!(t.m(3).stats().replies_sent, 2);
+}
+
+#[test]
+fn duplicated_requests_are_handled_once() {
+    let mut t = Team::new(&[1, 2, 3]);
+    t.delay = 2 * MS;
+    let start = t.now;
+    for i in 0..5u8 {
+        t.on(1, |m, now| m.request_reply(now, &[2, 3], vec![i], MS)).unwrap();
+    }
+    t.run_for(Duration::from_millis(300));
+    // Replay every request datagram to everyone, late.
+    let areqs: Vec<Vec<u8>> = t
+        .sent_of(kind::AREQ, start)
+        .iter()
+        .map(|a| {
+            let mut b = vec![0u8; a.2.buffer_len()];
+            a.2.emit(&mut b).unwrap();
+            b
+        })
+        .collect();
+    for b in &areqs {
+        t.on(2, |m, now| m.handle_datagram(now, b));
+        t.on(3, |m, now| m.handle_datagram(now, b));
+    }
+    t.run_for(Duration::from_millis(100));
+    let done = t.events[&1].iter().filter(|(_, e)| matches!(e, Event::Replies(_))).count();
+    assert_eq!(done, 5);
+    assert_eq!(t.m(2).stats().requests_handled, 5);
+    assert_eq!(t.m(3).stats().requests_handled, 5);
+}
+
+#[test]
+fn joins_push_to_old_members_first_then_to_each_new_one_in_ticket_order() {
+    let mut t = Team::new(&[1, 2, 3]);
+    t.add_outsider(7);
+    t.add_outsider(5);
+    let start = t.now;
+    t.m(1).check_joins(start, 20 * MS).unwrap();
+    let Event::JoinsChecked { added } = t.until(1, Duration::from_secs(1), |e| matches!(e, Event::JoinsChecked { .. }))
+    else {
+        unreachable!()
+    };
+    assert_eq!(added.len(), 2);
+    let pushes = t.sent_of(kind::VPUSH, start);
+    let targets: Vec<Vec<u32>> = pushes
+        .iter()
+        .map(|p| match &p.2.msg {
+            Message::Vpush { rmask, .. } => rmask.iter().collect(),
+            _ => unreachable!(),
+        })
+        .collect();
+    let ticket = |t: &mut Team, p: u32| t.m(1).view().get(p).unwrap().ticket;
+    let (a, b) = if ticket(&mut t, 5) < ticket(&mut t, 7) { (5, 7) } else { (7, 5) };
+    assert_eq!(targets, [vec![2, 3], vec![a], vec![b]]);
+    assert!(t.m(5).is_member() && t.m(7).is_member());
+    assert!(t.events[&5].iter().any(|(_, e)| matches!(e, Event::Joined { coord: 1, .. })));
+    assert!(t.views_agree());
+    assert!(t.m(1).view().new_members().is_empty(), "the push completed");
+    // The new members take part in requests.
+    t.on(1, |m, now| m.request_reply(now, &[2, 3, 5, 7], b"r".to_vec(), MS)).unwrap();
+    let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(_))));
+    assert_eq!(r.replies.len(), 4);
+}
+
+#[test]
+fn the_coordinators_failure_elects_the_next_ticket_without_messages() {
+    let mut t = Team::new(&[1, 2, 3, 4]);
+    t.run_for(Duration::from_millis(50));
+    let crash_at = t.now;
+    t.crash(1);
+    let Event::BecameCoord { members } = t.until(2, Duration::from_secs(2), |e| matches!(e, Event::BecameCoord { .. }))
+    else {
+        unreachable!()
+    };
+    assert_eq!(members, [2, 3, 4]);
+    let became = t.events[&2].iter().find(|(_, e)| matches!(e, Event::BecameCoord { .. })).unwrap().0;
+    assert!(became - crash_at <= cfg().fault_detect_t, "suspected within FaultDetectT of its last message");
+    t.run_for(Duration::from_millis(500));
+    assert_eq!(t.m(3).coordinator(), Some(2));
+    assert_eq!(t.m(4).coordinator(), Some(2));
+    // Only heartbeats were exchanged: no election messages, no view push (no new members).
+    let kinds: std::collections::BTreeSet<u8> = t.sent.iter().filter(|s| s.0 >= crash_at).map(|s| s.3[0]).collect();
+    assert_eq!(kinds.into_iter().collect::<Vec<_>>(), [kind::HBEAT]);
+    assert!(t.views_agree());
+    t.on(2, |m, now| m.request_reply(now, &[3, 4], b"after".to_vec(), MS)).unwrap();
+    assert_eq!(replies(t.until(2, Duration::from_secs(1), |e| matches!(e, Event::Replies(_)))).replies.len(), 2);
+}
+
+#[test]
+fn a_new_coordinator_pushes_a_view_holding_members_whose_push_did_not_complete() {
+    let mut t = Team::new(&[1, 2, 3]);
+    t.add_outsider(4);
+    // The coordinator dies right after its push reached the old members.
+    t.drop = Box::new(|_, from, to, r| from == 1 && to == 4 && matches!(r.msg, Message::Vpush { .. }));
+    t.on(1, |m, now| m.check_joins(now, 10 * MS)).unwrap();
+    let start = t.now;
+    while t.sent_of(kind::VACK, start).len() < 2 {
+        assert!(t.step(start + Duration::from_secs(1)));
+    }
+    t.run_for(2 * MS);
+    t.crash(1);
+    assert!(t.m(2).view().get(4).unwrap().new && t.m(4).state() == State::Join);
+    let crash_at = t.now;
+    t.until(2, Duration::from_secs(2), |e| matches!(e, Event::BecameCoord { .. }));
+    t.until(4, Duration::from_secs(1), |e| matches!(e, Event::Joined { coord: 2, .. }));
+    let pushes: Vec<u32> = t.sent_of(kind::VPUSH, crash_at).iter().map(|p| p.1).collect();
+    assert!(!pushes.is_empty() && pushes.iter().all(|&p| p == 2));
+    t.run_for(Duration::from_millis(200));
+    assert!(t.views_agree());
+    assert_eq!(t.m(4).view().pids(), [2, 3, 4]);
+}
+
+#[test]
+fn a_leaving_member_elected_coordinator_leaves_instead_of_taking_over() {
+    let mut t = Team::new(&[1, 2, 3]);
+    t.on(2, |m, now| m.leave(now)).unwrap();
+    assert_eq!(t.m(2).state(), State::Leave);
+    t.run_for(Duration::from_millis(50));
+    t.crash(1);
+    let e = t.until(2, Duration::from_secs(2), |e| matches!(e, Event::Left { .. }));
+    assert_eq!(e, Event::Left { reason: LeftReason::LeftInsteadOfTakingOver });
+    assert!(!t.events[&2].iter().any(|(_, e)| matches!(e, Event::BecameCoord { .. })));
+    t.until(3, Duration::from_secs(1), |e| matches!(e, Event::BecameCoord { .. }));
+    assert_eq!(t.m(3).view().pids(), [3]);
+}
+
+#[test]
+fn members_leave_at_the_leave_poll_and_the_coordinator_at_once() {
+    let mut t = Team::new(&[1, 2, 3, 4]);
+    t.on(3, |m, now| m.leave(now)).unwrap();
+    t.run_for(Duration::from_millis(50));
+    assert!(t.m(3).is_member(), "a leaving member waits for the poll");
+    t.on(1, |m, now| m.check_leaves(now, 10 * MS)).unwrap();
+    let e = t.until(1, Duration::from_secs(1), |e| matches!(e, Event::LeavesChecked { .. }));
+    assert_eq!(e, Event::LeavesChecked { left: vec![3] });
+    assert_eq!(t.m(3).state(), State::Left);
+    assert!(t.events[&1].iter().any(|(_, e)| *e == Event::GroupChanged { members: vec![1, 2, 4] }));
+    t.run_for(Duration::from_millis(50));
+    assert!(t.views_agree());
+    // The coordinator leaves without a poll; the next ticket takes over at the LEFT.
+    t.on(1, |m, now| m.leave(now)).unwrap();
+    t.until(2, Duration::from_millis(20), |e| matches!(e, Event::BecameCoord { .. }));
+    assert_eq!(t.m(4).coordinator(), Some(2));
+}
+
+#[test]
+fn a_falsely_suspected_coordinator_stands_down_and_rejoins_with_a_new_incarnation() {
+    let mut t = Team::new(&[1, 2, 3]);
+    // 2 hears nothing from 1 for a while: it suspects 1 and takes over.
+    t.drop = Box::new(|now, from, to, _| from == 1 && to == 2 && now < Instant::from_millis(450));
+    t.until(2, Duration::from_secs(1), |e| matches!(e, Event::BecameCoord { .. }));
+    // 1 is alive and learns from 2's heartbeat that it was removed.
+    let e = t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Left { .. }));
+    assert_eq!(e, Event::Left { reason: LeftReason::Expelled { by: 2 } });
+    t.run_for(Duration::from_millis(100));
+    assert_eq!(t.m(3).coordinator(), Some(2));
+    assert!(t.views_agree());
+    // It joins again, as a new incarnation with a new ticket.
+    t.on(1, |m, now| m.join(now)).unwrap();
+    t.on(2, |m, now| m.check_joins(now, 10 * MS)).unwrap();
+    t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Joined { coord: 2, .. }));
+    let e = *t.m(2).view().get(1).unwrap();
+    assert_eq!((e.incarnation, e.ticket), (1, 4));
+    t.run_for(Duration::from_millis(100));
+    assert!(t.views_agree());
+    assert_eq!(t.m(1).coordinator(), Some(2));
+}
+
+#[test]
+fn a_falsely_suspected_member_learns_it_was_removed() {
+    let mut t = Team::new(&[1, 2, 3]);
+    t.drop = Box::new(|now, from, _, _| from == 3 && now < Instant::from_millis(600));
+    let e = t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Removed { pid: 3, .. }));
+    assert_eq!(e, Event::Removed { pid: 3, incarnation: 0, reason: RemoveReason::Suspected });
+    let e = t.until(3, Duration::from_secs(1), |e| matches!(e, Event::Left { .. }));
+    assert_eq!(e, Event::Left { reason: LeftReason::Expelled { by: 1 } });
+    t.run_for(Duration::from_millis(300));
+    assert_eq!(t.m(2).view().pids(), [1, 2], "the coordinator's heartbeat carried the removal");
+    assert!(t.views_agree());
+}
+
+#[test]
+fn a_restarted_process_rejoins_and_its_former_incarnation_is_dropped() {
+    let mut t = Team::new(&[1, 2, 3]);
+    t.run_for(Duration::from_millis(20));
+    t.crash(3);
+    t.add_outsider(3);
+    t.on(1, |m, now| m.check_joins(now, 10 * MS)).unwrap();
+    t.until(3, Duration::from_secs(1), |e| matches!(e, Event::Joined { .. }));
+    assert!(
+        t.events[&1]
+            .iter()
+            .any(|(_, e)| *e == Event::Removed { pid: 3, incarnation: 0, reason: RemoveReason::Superseded })
+    );
+    let e = *t.m(1).view().get(3).unwrap();
+    assert_eq!((e.incarnation, e.ticket), (1, 4));
+    t.run_for(Duration::from_millis(50));
+    assert!(t.views_agree());
+}
+
+#[test]
+fn groups_far_larger_than_64_members_work() {
+    let pids: Vec<u32> = (1..=100).collect();
+    let mut t = Team::new(&pids);
+    let start = t.now;
+    t.m(1).request_reply(start, &pids, b"all".to_vec(), MS).unwrap();
+    let r = replies(t.until(1, Duration::from_secs(5), |e| matches!(e, Event::Replies(_))));
+    assert_eq!(r.replies.len(), 99);
+    assert_eq!(r.broadcasts, 1);
+    let order: Vec<u32> = t.sent_of(kind::ARPL, start).iter().map(|a| a.1).collect();
+    assert_eq!(order, (2..=100).collect::<Vec<_>>());
+}
+
+#[test]
+fn requests_to_failed_processes_complete_without_them() {
+    let mut t = Team::new(&[1, 2, 3]);
+    t.run_for(Duration::from_millis(20));
+    t.crash(3);
+    t.on(1, |m, now| m.request_reply(now, &[2, 3, 9], b"q".to_vec(), MS)).unwrap();
+    let r = replies(t.until(1, Duration::from_secs(2), |e| matches!(e, Event::Replies(_))));
+    assert_eq!(r.replies.keys().copied().collect::<Vec<_>>(), [2]);
+    assert_eq!(r.failed, [9, 3], "9 was never a member; 3 failed");
+    assert!(r.broadcasts > 1);
+}
+
+#[test]
+fn api_errors_are_typed() {
+    let mut t = Team::new(&[1, 2]);
+    assert_eq!(t.m(2).request_reply(Instant::ZERO, &[1], vec![], MS), Err(RequestError::NotCoordinator));
+    assert_eq!(t.m(2).check_joins(Instant::ZERO, MS), Err(PollError::NotCoordinator));
+    assert_eq!(t.m(2).join(Instant::ZERO), Err(JoinError::NotLeft));
+    let big = vec![0u8; 70_000];
+    assert!(matches!(t.m(1).request_reply(Instant::ZERO, &[2], big, MS), Err(RequestError::TooLarge { .. })));
+    let id = IncomingId { coord: 1, coord_incarnation: 0, seqno: 9 };
+    assert_eq!(t.m(2).reply(Instant::ZERO, id, vec![]), Err(ReplyError::Stale(id)));
+    assert!(matches!(Member::with_group(cfg(), 5, &[1, 2], Instant::ZERO), Err(InitError::NotInGroup(5))));
+    let bad = Config { heartbeat_t: Duration::from_secs(2), ..cfg() };
+    assert!(Member::new(bad, 1, 0).is_err());
+    let mut m = Member::new(cfg(), 1, 0).unwrap();
+    assert_eq!(m.leave(Instant::ZERO), Err(LeaveError::NotMember));
+    m.handle_datagram(Instant::ZERO, &[0xFF; 3]);
+    assert_eq!(m.stats().malformed, 1);
+}
