@@ -7,7 +7,9 @@
 //! Scenarios are TOML files (see `scenarios/` and [`scenario::Scenario`]).
 
 pub mod engine;
+pub mod group;
 pub mod scenario;
 
 pub use engine::{FlowResult, Outcome, Recorder, run};
+pub use group::{GroupOutcome, GroupScenario, run_group};
 pub use scenario::{Scenario, ScenarioError};

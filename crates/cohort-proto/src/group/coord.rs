@@ -388,11 +388,22 @@ impl Member {
         }
     }
 
-    /// Another process acts as coordinator. The one that the other's view lacks stands down:
-    /// if `from` is in this view, `from` must have removed us (it would not coordinate
-    /// otherwise); if neither holds the other, the larger ticket stands down.
-    pub(super) fn coordinator_conflict(&mut self, now: Instant, from: u32, inc: u32, ticket: u64) -> bool {
-        if self.view.has(from, inc) || (ticket, from) < (self.my_ticket(), self.pid) {
+    /// Another process acts as coordinator; `holds_me` tells whether its view holds this
+    /// process, when its message carries a view (HBEAT, VPUSH). Whoever was removed by the
+    /// other stands down: if `from` is in this view, it must have removed us (it would not
+    /// coordinate otherwise); if it is not, we removed it (or never knew it), and it will stand
+    /// down when it hears us, unless its view lacks us too: then both removed each other and
+    /// the larger ticket stands down.
+    pub(super) fn coordinator_conflict(
+        &mut self,
+        now: Instant,
+        from: u32,
+        inc: u32,
+        ticket: u64,
+        holds_me: Option<bool>,
+    ) -> bool {
+        let mutual = holds_me == Some(false) && (ticket, from) < (self.my_ticket(), self.pid);
+        if self.view.has(from, inc) || mutual {
             tracing::debug!(me = self.pid, other = from, "second coordinator heard: standing down");
             self.leave_group(now, LeftReason::Expelled { by: from });
         }
@@ -415,7 +426,7 @@ impl Member {
     ) -> bool {
         if self.is_coordinator() {
             if coord {
-                return self.coordinator_conflict(now, from, inc, ticket);
+                return self.coordinator_conflict(now, from, inc, ticket, Some(members.contains(self.pid)));
             }
             if self.view.has(from, inc) && !members.contains(self.pid) {
                 self.leave_group(now, LeftReason::Expelled { by: from });

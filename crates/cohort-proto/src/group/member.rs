@@ -30,6 +30,7 @@ pub struct Member {
     /// When each member of the view was last heard from (any message).
     pub(super) last_heard: BTreeMap<u32, Instant>,
     last_sent: Option<Instant>,
+    last_heartbeat: Option<Instant>,
     pub(super) coord_state: CoordState,
     pub(super) incoming: Option<Incoming>,
     pub(super) ack: Option<AckSlot>,
@@ -61,6 +62,7 @@ impl Member {
             view_push: (0, 0),
             last_heard: BTreeMap::new(),
             last_sent: None,
+            last_heartbeat: None,
             coord_state: CoordState::default(),
             incoming: None,
             ack: None,
@@ -189,7 +191,7 @@ impl Member {
         let used = match r.msg {
             Message::Areq { ticket, seqno, rmask, data } => {
                 if self.is_coordinator() {
-                    self.coordinator_conflict(now, from, inc, ticket)
+                    self.coordinator_conflict(now, from, inc, ticket, None)
                 } else {
                     self.on_request(now, from, inc, seqno, rmask, data)
                 }
@@ -203,7 +205,7 @@ impl Member {
             }
             Message::Jpoll { ticket, poll } | Message::Lpoll { ticket, poll } if self.is_coordinator() => {
                 let _ = poll;
-                self.coordinator_conflict(now, from, inc, ticket)
+                self.coordinator_conflict(now, from, inc, ticket, None)
             }
             Message::Jpoll { poll, .. } => self.on_join_poll(now, from, inc, poll),
             Message::Lpoll { .. } => self.on_leave_poll(now, from, inc),
@@ -217,7 +219,8 @@ impl Member {
             }
             Message::Vpush { ticket, push, next_ticket, rmask, view } => {
                 if self.is_coordinator() {
-                    self.coordinator_conflict(now, from, inc, ticket)
+                    let holds_me = view.iter().any(|e| e.pid == self.pid && e.incarnation == self.incarnation);
+                    self.coordinator_conflict(now, from, inc, ticket, Some(holds_me))
                 } else {
                     self.on_view_push(now, from, inc, push, next_ticket, rmask, &view)
                 }
@@ -245,9 +248,10 @@ impl Member {
         self.coord_timeout(now);
         self.send_due_answers(now);
         self.pump(now);
-        if self.is_member() && self.last_sent.is_none_or(|t| t + self.cfg.heartbeat_t <= now) {
+        if self.heartbeat_due().is_some_and(|t| t <= now) {
             let (ticket, view, coord, members) = self.heartbeat_fields();
             self.stats.heartbeats_sent += 1;
+            self.last_heartbeat = Some(now);
             self.send(now, Dest::Broadcast, Message::Hbeat { ticket, view, coord, members });
         }
     }
@@ -274,7 +278,7 @@ impl Member {
             }
         };
         if self.is_member() {
-            at(Some(self.last_sent.map_or(Instant::ZERO, |t| t + self.cfg.heartbeat_t)));
+            at(self.heartbeat_due());
             at(self.fault_deadline());
         }
         at(self.coord_deadline());
@@ -304,6 +308,18 @@ impl Member {
         }
         self.last_sent = Some(now);
         self.out.push_back((dest, b));
+    }
+
+    /// When the next heartbeat is due. A member sends one after `heartbeat_t` of silence;
+    /// the coordinator every `heartbeat_t` whatever else it sends, because its heartbeat
+    /// carries its view: that is how a second coordinator (after a false suspicion) learns
+    /// which of the two was removed.
+    fn heartbeat_due(&self) -> Option<Instant> {
+        if !self.is_member() {
+            return None;
+        }
+        let last = if self.is_coordinator() { self.last_heartbeat } else { self.last_sent };
+        Some(last.map_or(Instant::ZERO, |t| t + self.cfg.heartbeat_t))
     }
 
     fn heartbeat_fields(&self) -> (u64, u64, bool, cohort_wire::group::PidMask) {
