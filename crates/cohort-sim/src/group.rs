@@ -20,7 +20,8 @@
 //!   process reported failed was removed (or crashed); so a process that stays correct is in
 //!   the replies: exactly once.
 //!
-//! At the end, **GM2**: every live process is a member, all views are equal, they name one
+//! At the end, **GM2** (for a group that never lost all its members, the paper's model: the
+//! scenario never crashes or withdraws the last member): every live process is a member, all views are equal, they name one
 //! coordinator, and that view holds exactly the live processes with their current
 //! incarnations.
 //!
@@ -99,12 +100,21 @@ pub struct GroupOutcome {
     pub false_suspicions: u64,
     pub expulsions: u64,
     pub coordinator_changes: u64,
+    /// Every member was gone at some point (outside the paper's model; GM2 not checked).
+    pub group_vanished: bool,
 }
 
 impl GroupOutcome {
     pub fn ok(&self) -> bool {
         self.violations.is_empty()
     }
+}
+
+/// Whether `p` is the only live member: the paper's model (§V) needs one correct member at
+/// all times, so the scenario never crashes or withdraws the last one.
+fn sole_member(procs: &BTreeMap<u32, Proc>, p: u32) -> bool {
+    let members = procs.iter().filter(|(_, pr)| pr.member.as_ref().is_some_and(|m| m.is_member()));
+    members.map(|(&q, _)| q).eq([p])
 }
 
 /// The command that replays `seed`.
@@ -145,6 +155,9 @@ enum Action {
     Reply(u32, u32, IncomingId, Vec<u8>),
     Coordinate(u32, u32),
 }
+
+/// A duplicated datagram: when it lands, a tie-breaker, the receiver, the bytes.
+type Duplicate = (Instant, u64, u32, Vec<u8>);
 
 /// Scripted actions in time order (ties in the order scheduled).
 #[derive(Default)]
@@ -245,6 +258,7 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
         false_suspicions: 0,
         expulsions: 0,
         coordinator_changes: 0,
+        group_vanished: false,
     };
     for _ in 0..rng.below(sc.crashes_max + 1) {
         let at = rng.secs(0.1, sc.fault_s);
@@ -255,7 +269,7 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
         actions.schedule(at, Action::Leave(1 + rng.below(n) as u32));
     }
     // Deliveries: duplicates and the medium's, to (receiver, sender epoch irrelevant).
-    let mut dups: BinaryHeap<Reverse<(Instant, u64, u32, Vec<u8>)>> = BinaryHeap::new();
+    let mut dups: BinaryHeap<Reverse<Duplicate>> = BinaryHeap::new();
     let mut dseq = 0u64;
     let mut hash = Hash(0xcbf2_9ce4_8422_2325);
     let mut buf = vec![0u8; Member::MAX_DATAGRAM];
@@ -284,6 +298,8 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
         // 1. Scripted actions due.
         while let Some(action) = actions.pop_due(now) {
             match action {
+                Action::Crash(p) if sole_member(&procs, p) => {}
+                Action::Leave(p) if sole_member(&procs, p) => {}
                 Action::Crash(p) => {
                     let pr = procs.get_mut(&p).expect("pid");
                     if let Some(m) = pr.member.take() {
@@ -478,6 +494,7 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
         }
         // 4. Invariants.
         let live: Vec<&Member> = procs.values().filter_map(|pr| pr.member.as_ref()).filter(|m| m.is_member()).collect();
+        out.group_vanished |= live.is_empty();
         let mut tickets: BTreeMap<(u32, u32), u64> = BTreeMap::new();
         for m in &live {
             for (p, e) in m.view().iter() {
@@ -519,7 +536,8 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
         now = next;
     }
     // GM2: the group converged.
-    let alive: Vec<&Member> = procs.values().filter_map(|pr| pr.member.as_ref()).collect();
+    let alive: Vec<&Member> =
+        if out.group_vanished { vec![] } else { procs.values().filter_map(|pr| pr.member.as_ref()).collect() };
     let coord_pids: Vec<u32> = alive.iter().filter(|m| m.is_coordinator()).map(|m| m.pid()).collect();
     let expect: Vec<(u32, u32)> = alive.iter().map(|m| (m.pid(), m.incarnation())).collect();
     for m in &alive {

@@ -24,6 +24,13 @@ fn same_seed_same_trace_hash() {
     assert!(a.requests_completed > 10, "{a:?}");
 }
 
+#[test]
+fn seeds_that_lost_their_whole_group_now_keep_one_member() {
+    // These once crashed or withdrew every member (found by the long sweep).
+    check(&GroupScenario::default(), 1799..1800);
+    check(&GroupScenario::default(), 3892..3893);
+}
+
 fn sweep(range: std::ops::Range<u64>) {
     let outs = check(&GroupScenario::default(), range);
     // The faults really happen across the sweep.
@@ -31,6 +38,7 @@ fn sweep(range: std::ops::Range<u64>) {
     assert!(sum(|o| o.crashes) > 0 && sum(|o| o.leaves) > 0 && sum(|o| o.joins) > 0);
     assert!(sum(|o| o.coordinator_changes) > 0);
     assert!(sum(|o| o.requests_completed) > 10 * outs.len() as u64);
+    assert_eq!(outs.iter().filter(|o| o.group_vanished).count(), 0);
 }
 
 #[test]
