@@ -142,6 +142,7 @@ impl BianchiCase {
             duration,
             seed,
             timing: Timing::Bianchi,
+            rx_dbm: None,
         }
     }
 

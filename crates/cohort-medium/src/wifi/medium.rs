@@ -1,7 +1,9 @@
 //! The contention state machine. See the [module docs](super).
 
 use super::phy::{MAC_OVERHEAD_BYTES, QOS_MAC_OVERHEAD_BYTES};
-use super::types::{AcStats, Dest, DropReason, MediumError, MediumEvent, NS3_EIFS_PROBABILITY, StationConfig, Timing};
+use super::types::{
+    AcStats, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_PREAMBLE_DETECTION, StationConfig, Timing,
+};
 use super::{Ac, EdcaParams, Phy};
 use cohort_time::Instant;
 use rand::{Rng, SeedableRng};
@@ -65,6 +67,35 @@ impl<H> Ord for Pending<H> {
     }
 }
 
+/// Who waits EIFS after a collision.
+#[derive(Debug, Clone, PartialEq)]
+enum Eifs {
+    /// Nobody (Bianchi's model).
+    Never,
+    /// Every station that was not transmitting (802.11 read as if every bystander decoded a
+    /// PHY header and then failed the frame).
+    Always,
+    /// Bystanders whose PHY detects one of the colliding preambles: see
+    /// [`Medium::with_preamble_detection`].
+    Detected(PreambleDetection),
+}
+
+/// Received powers and the detection rule of [`Medium::with_preamble_detection`].
+#[derive(Debug, Clone, PartialEq)]
+struct PreambleDetection {
+    /// `rx_mw[from * n + to]`: power `to` receives from `from`, in milliwatts.
+    rx_mw: Vec<f64>,
+    /// Minimum ratio of the strongest signal to everything else (noise included).
+    threshold: f64,
+    /// Weakest signal detected at all, mW.
+    min_mw: f64,
+    noise_mw: f64,
+}
+
+fn dbm_to_mw(dbm: f64) -> f64 {
+    10f64.powf(dbm / 10.0)
+}
+
 /// The shared channel. See the [module docs](super).
 #[derive(Debug)]
 pub struct Medium<H> {
@@ -78,8 +109,11 @@ pub struct Medium<H> {
     seq: u64,
     airtime_busy: Duration,
     propagation: Duration,
-    /// Probability that the bystanders of a collision wait EIFS (0: never).
-    eifs: f64,
+    /// Which bystanders of a collision wait EIFS.
+    eifs: Eifs,
+    /// A station whose backoff ends less than this after another's transmission started has
+    /// not sensed it yet and transmits too (zero: only in the very same instant).
+    cca_delay: Duration,
     ack_timeout: bool,
     cf_end: bool,
     /// Senders of failed frames in the current exchange, and when they gave up on the ACK.
@@ -131,7 +165,8 @@ impl<H: Clone> Medium<H> {
             seq: 0,
             airtime_busy: Duration::ZERO,
             propagation: Duration::ZERO,
-            eifs: 0.0,
+            eifs: Eifs::Never,
+            cca_delay: Duration::ZERO,
             ack_timeout: false,
             cf_end: true,
             timed_out: Vec::new(),
@@ -151,16 +186,57 @@ impl<H: Clone> Medium<H> {
     /// ACK at the lowest rate + AIFS) instead of AIFS, as 802.11 prescribes after a frame
     /// that was received in error (10.3.2.3.7). Off by default, matching Bianchi's "DIFS"
     /// model and ns-3's reference tables.
-    pub fn with_eifs(self, on: bool) -> Self {
-        self.with_eifs_probability(if on { 1.0 } else { 0.0 })
+    pub fn with_eifs(mut self, on: bool) -> Self {
+        self.eifs = if on { Eifs::Always } else { Eifs::Never };
+        self
     }
 
-    /// EIFS after a collision only with probability `p`: a bystander waits EIFS only if it
-    /// detected the preamble of one of the colliding frames, which takes one signal some dB
-    /// above the others (ns-3's threshold preamble detection: 4 dB). Where that happens
-    /// depends on geometry the model does not have; `p` stands for it on average.
-    pub fn with_eifs_probability(mut self, p: f64) -> Self {
-        self.eifs = if p.is_nan() { 0.0 } else { p.clamp(0.0, 1.0) };
+    /// EIFS after a collision only for the bystanders whose PHY detects one of the colliding
+    /// preambles, as ns-3 3.44 decides it. `rx_dbm[from][to]` is the power station `to`
+    /// receives from station `from` (dBm; the diagonal is ignored), `threshold_db` the
+    /// signal-to-interference-plus-noise ratio a preamble needs.
+    ///
+    /// The rule is ns-3's `PhyEntity::EndPreambleDetectionPeriod` with its default
+    /// `ThresholdPreambleDetectionModel` (threshold 4 dB, minimum RSSI −82 dBm): 4 µs after
+    /// PPDUs start together the PHY takes the strongest, and detects it only if it stands
+    /// `threshold_db` above the sum of the others and the noise
+    /// ([`NS3_NOISE_DBM`](super::NS3_NOISE_DBM)). A
+    /// detected preamble is followed by a PHY header that decodes and a payload that does
+    /// not (the others still interfere), so the frame ends in error
+    /// (`WifiPhyStateHelper::SwitchFromRxEndError`) and the station's
+    /// `ChannelAccessManager` adds EIFS − DIFS (SIFS + an ACK at the lowest rate) before its
+    /// AIFS. An undetected preamble only makes the channel busy (`PREAMBLE_DETECT_FAILURE`,
+    /// CCA busy until the energy ends) and AIFS follows as after any frame. Stations a few
+    /// metres apart receive each other within a few dB, so in a small team almost no
+    /// bystander ever waits EIFS: that is why ns-3 gives AC_BE the share it does.
+    /// Not modelled: a frame captured whole (its SINR would need some 20 dB at 54 Mbit/s).
+    pub fn with_preamble_detection(mut self, rx_dbm: &[Vec<f64>], threshold_db: f64) -> Result<Self, MediumError> {
+        let n = self.stations.len();
+        if rx_dbm.len() != n || rx_dbm.iter().any(|row| row.len() != n) {
+            return Err(MediumError::Station("rx_dbm must be an n x n matrix"));
+        }
+        if !threshold_db.is_finite() || rx_dbm.iter().flatten().any(|p| p.is_nan() || *p == f64::INFINITY) {
+            return Err(MediumError::Station("received powers and threshold must be numbers"));
+        }
+        let (min_dbm, noise_dbm) = NS3_PREAMBLE_DETECTION;
+        self.eifs = Eifs::Detected(PreambleDetection {
+            rx_mw: rx_dbm.iter().flatten().map(|&p| dbm_to_mw(p)).collect(),
+            threshold: 10f64.powf(threshold_db / 10.0),
+            min_mw: dbm_to_mw(min_dbm),
+            noise_mw: dbm_to_mw(noise_dbm),
+        });
+        Ok(self)
+    }
+
+    /// Lets a station whose backoff ends less than `d` after another station started
+    /// transmitting transmit as well (and collide): it has not sensed the other PPDU yet.
+    /// ns-3 tells the MAC the channel is busy only when its 4 µs preamble detection period
+    /// ends ([`NS3_CCA_DELAY`]; `PhyEntity::StartPreambleDetectionPeriod` notifies nothing).
+    /// This matters only for stations off the common slot grid, such as one that waited
+    /// EIFS (60 µs on OFDM, not a whole number of 9 µs slots). Zero by default: only
+    /// backoffs ending in the same instant collide.
+    pub fn with_cca_delay(mut self, d: Duration) -> Self {
+        self.cca_delay = d.min(self.phy.slot);
         self
     }
 
@@ -180,7 +256,11 @@ impl<H: Clone> Medium<H> {
         match timing {
             Timing::Bianchi => self.with_eifs(false).with_ack_timeout(false),
             Timing::Standard => self.with_eifs(true).with_ack_timeout(true),
-            Timing::Ns3 => self.with_eifs_probability(NS3_EIFS_PROBABILITY).with_ack_timeout(true),
+            Timing::Ns3 => {
+                // Keeps the received powers of `with_preamble_detection`, if already given.
+                let m = if matches!(self.eifs, Eifs::Detected(_)) { self } else { self.with_eifs(false) };
+                m.with_ack_timeout(true).with_cca_delay(NS3_CCA_DELAY)
+            }
         }
     }
 
@@ -396,10 +476,14 @@ impl<H: Clone> Medium<H> {
     fn transmit(&mut self, t: Instant) {
         // Who starts now: at most one access category per station, the highest (an internal
         // collision sends the others into backoff as if they had collided, 10.22.2.4).
+        // Stations whose backoff ends within the CCA delay after `t` have not heard the first
+        // PPDU yet and start too.
         let mut on_air: Vec<(usize, usize)> = vec![];
         let mut internal: Vec<(usize, usize)> = vec![];
+        let sensed = t + self.cca_delay;
         for st in 0..self.stations.len() {
-            let mut due: Vec<usize> = (0..4).filter(|&ac| self.tx_time(st, ac) == Some(t)).collect();
+            let due_at = |x: Instant| x == t || x < sensed;
+            let mut due: Vec<usize> = (0..4).filter(|&ac| self.tx_time(st, ac).is_some_and(due_at)).collect();
             if let Some(top) = due.pop() {
                 on_air.push((st, top));
                 internal.extend(due.into_iter().map(|ac| (st, ac)));
@@ -409,7 +493,9 @@ impl<H: Clone> Medium<H> {
         let collided = on_air.len() > 1;
         self.timed_out.clear();
         let mut end = t;
-        let mut busy_end;
+        let busy_end;
+        // Bystanders that received a PPDU in error wait EIFS - DIFS more.
+        let mut in_error = vec![false; self.stations.len()];
         if collided {
             // Everyone's first transmission (RTS, frame or aggregate) is lost; `succeed`
             // accounts for a lone winner's exchanges itself.
@@ -417,12 +503,12 @@ impl<H: Clone> Medium<H> {
                 let air = self.first_air(st, ac);
                 self.stations[st].acs[ac].stats.attempts += 1;
                 self.stations[st].acs[ac].stats.airtime += air;
-                end = end.max(t + air);
+                let start = self.tx_time(st, ac).unwrap_or(t);
+                end = end.max(start + air);
             }
             busy_end = end;
-            if self.eifs > 0.0 && (self.eifs >= 1.0 || self.rng.random_bool(self.eifs)) {
-                // EIFS - DIFS: the extra wait after a frame received in error.
-                busy_end = end + (self.phy.eifs() - self.phy.difs());
+            for (b, e) in in_error.iter_mut().enumerate() {
+                *e = !on_air.iter().any(|&(st, _)| st == b) && self.detects_preamble(b, &on_air);
             }
             for &(st, ac) in &on_air {
                 self.failed(st, ac, end, true);
@@ -432,6 +518,7 @@ impl<H: Clone> Medium<H> {
         } else {
             busy_end = t;
         }
+        let eifs_extra = self.phy.eifs() - self.phy.difs();
         for (st, ac) in internal {
             self.failed(st, ac, end, false);
         }
@@ -453,7 +540,8 @@ impl<H: Clone> Medium<H> {
                     let idle = u32::try_from((t - s.count_from).as_nanos() / slot).unwrap_or(u32::MAX);
                     s.backoff = s.backoff.saturating_sub(idle.saturating_add(u32::from(qos)));
                 }
-                s.count_from = s.count_from.max(busy_end + aifs);
+                let resume = if in_error[st] { busy_end + eifs_extra } else { busy_end };
+                s.count_from = s.count_from.max(resume + aifs);
             }
         }
         // Senders that waited for an ACK in vain back off from their ACK timeout instead
@@ -471,6 +559,21 @@ impl<H: Clone> Medium<H> {
         }
         self.timed_out = timed_out;
         self.busy_until = self.busy_until.max(busy_end);
+    }
+
+    /// Whether bystander `b` detects one of the colliding PPDUs' preambles (and so receives
+    /// a frame in error). See [`Medium::with_eifs`] and [`Medium::with_preamble_detection`].
+    fn detects_preamble(&self, b: usize, on_air: &[(usize, usize)]) -> bool {
+        match &self.eifs {
+            Eifs::Never => false,
+            Eifs::Always => true,
+            Eifs::Detected(d) => {
+                let n = self.stations.len();
+                let powers = on_air.iter().map(|&(st, _)| d.rx_mw[st * n + b]);
+                let (total, strongest) = powers.fold((0.0, 0.0f64), |(sum, max), p| (sum + p, max.max(p)));
+                strongest >= d.min_mw && strongest >= d.threshold * (total - strongest + d.noise_mw)
+            }
+        }
     }
 
     /// A frame exchange that worked on the air (frames may still fail by the receiver's FER).
@@ -548,10 +651,13 @@ impl<H: Clone> Medium<H> {
             }
             at += self.phy.sifs;
         }
-        // A TXOP that ends early is truncated with a CF-End after SIFS, if one still fits.
-        let cf_end = self.phy.sifs + self.phy.legacy_duration(CF_END_BYTES, self.phy.basic_mbps);
-        if self.cf_end && !txop.is_zero() && (at - t) + cf_end <= txop {
-            at += cf_end;
+        // A TXOP that ends early is truncated with a CF-End after SIFS if the TXOP time left
+        // then exceeds the CF-End's air time (ns-3 `QosFrameExchangeManager::
+        // SendCfEndIfNeeded`). It is group addressed, so it goes at the lowest rate (52 µs on
+        // OFDM, as ns-3 3.44's traces show), not at the control rate.
+        let cf_end = self.phy.legacy_duration(CF_END_BYTES, self.phy.lowest_mbps());
+        if self.cf_end && !txop.is_zero() && (at + self.phy.sifs - t) + cf_end < txop {
+            at += self.phy.sifs + cf_end;
         }
         if !self.stations[st].acs[ac].queue.is_empty() {
             self.draw_backoff(st, ac);

@@ -17,7 +17,16 @@
 //! PPDU within the TXOP limit, per-subframe errors, a block ack; lost subframes are retried,
 //! delivered ones may arrive before them), TXOPs truncated by CF-End, and on the channel a
 //! propagation delay, EIFS after collisions and ACK timeouts for failed senders (both off by
-//! default: Bianchi's "DIFS" model, which ns-3's reference tables use; see [`Timing`]).
+//! default: Bianchi's "DIFS" model, which ns-3's reference tables use; see [`Timing`]). EIFS
+//! may be limited to the bystanders that detect a colliding preamble, given the received
+//! powers ([`Medium::with_preamble_detection`], ns-3's rule).
+//!
+//! Against ns-3 3.44 (`../shared/reference/ns3/edca_sat.py`, the [`scenario::EdcaSatScenario`])
+//! three facts of ns-3 decide how AC_VO and AC_BE share the channel, and the `ns3` preset and
+//! the scenario's defaults follow them: ns-3 configures 802.11-2020's EDCA defaults
+//! ([`EdcaTable::Ieee2020`], AC_VO TXOP limit 2.080 ms: six frames per access, not four);
+//! its CF-End goes at 6 Mbit/s; and bystanders of a collision between stations within a
+//! metre of each other detect no preamble, so they wait AIFS, not EIFS.
 //!
 //! The model is sans-IO: [`Medium::enqueue`] takes frames with the time, [`Medium::poll_timeout`]
 //! says when something next happens, [`Medium::handle_timeout`] runs the channel up to a time,
@@ -29,7 +38,7 @@
 //! happens every other contender's counter is reduced by the idle slots that passed. One
 //! transmission costs O(stations) work, whatever the window sizes.
 //!
-//! Not modelled: hidden stations (every station hears every other), capture, rate adaptation,
+//! Not modelled: hidden stations (every station hears every other), capture of a whole frame, rate adaptation,
 //! immediate access on an idle medium (a frame reaching an empty queue always draws a
 //! backoff), fragmentation, beacons and management frames.
 
@@ -43,7 +52,8 @@ pub use medium::Medium;
 pub use phy::{Phy, PhyKind};
 pub use scenario::{BianchiCase, BianchiResult, EdcaSatReport, EdcaSatScenario, bianchi_cases};
 pub use types::{
-    AcStats, AmpduLimit, Dest, DropReason, MediumError, MediumEvent, NS3_EIFS_PROBABILITY, StationConfig, Timing,
+    AcStats, AmpduLimit, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_NOISE_DBM,
+    NS3_PREAMBLE_DETECTION, NS3_PREAMBLE_THRESHOLD_DB, StationConfig, Timing,
 };
 
 use std::time::Duration;
@@ -108,6 +118,29 @@ impl Ac {
     }
 }
 
+/// Which edition of 802.11's default EDCA parameter set (Table 9-155) a channel uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum EdcaTable {
+    /// 802.11-2016: AC_VO TXOP limit 1.504 ms and AC_VI 3.008 ms on OFDM PHYs, as Linux
+    /// (mac80211) and hostapd configure them.
+    #[default]
+    #[serde(rename = "802.11-2016")]
+    Ieee2016,
+    /// 802.11-2020: AC_VO 2.080 ms and AC_VI 4.096 ms on OFDM PHYs, as ns-3 configures them.
+    #[serde(rename = "802.11-2020")]
+    Ieee2020,
+}
+
+impl EdcaTable {
+    /// The parameter set of this edition for `phy`, indexed by [`Ac`].
+    pub fn params(self, phy: &Phy) -> [EdcaParams; 4] {
+        match self {
+            EdcaTable::Ieee2016 => EdcaParams::defaults(phy),
+            EdcaTable::Ieee2020 => EdcaParams::defaults_2020(phy),
+        }
+    }
+}
+
 /// Contention parameters of one access category.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EdcaParams {
@@ -119,7 +152,8 @@ pub struct EdcaParams {
 }
 
 impl EdcaParams {
-    /// The EDCA parameter set of 802.11-2016 Table 9-155 for this PHY, indexed by [`Ac`].
+    /// The EDCA parameter set of 802.11-2016 Table 9-155 for this PHY, indexed by [`Ac`]
+    /// (see [`EdcaTable`] for the 802.11-2020 one).
     pub fn defaults(phy: &Phy) -> [EdcaParams; 4] {
         let (cw_min, cw_max) = if phy.kind == PhyKind::Dsss { (31, 1023) } else { (15, 1023) };
         let (txop_vi, txop_vo) = if phy.kind == PhyKind::Dsss { (6016, 3264) } else { (3008, 1504) };
@@ -133,6 +167,19 @@ impl EdcaParams {
             p(2, cw_min / 2, cw_min, txop_vi),
             p(2, cw_min / 4, cw_min / 2, txop_vo),
         ]
+    }
+
+    /// The default EDCA parameter set of 802.11-2020 Table 9-155 for this PHY: the same as
+    /// [`EdcaParams::defaults`] except for longer TXOP limits on PHYs other than DSSS (AC_VI
+    /// 4.096 ms, AC_VO 2.080 ms instead of 3.008 and 1.504). ns-3 (3.44, `WifiMac::ConfigureDcf`
+    /// in `wifi-mac.cc`) uses this table; Linux and hostapd keep the 802.11-2016 limits.
+    pub fn defaults_2020(phy: &Phy) -> [EdcaParams; 4] {
+        let mut e = Self::defaults(phy);
+        if phy.kind != PhyKind::Dsss {
+            e[Ac::Vi.index()].txop = Duration::from_micros(4096);
+            e[Ac::Vo.index()].txop = Duration::from_micros(2080);
+        }
+        e
     }
 
     /// Legacy DCF: every category contends alike with DIFS (AIFSN 2), `aCWmin` and CWmax 1023.

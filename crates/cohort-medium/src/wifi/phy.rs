@@ -150,8 +150,14 @@ impl Phy {
     /// station waits, instead of DIFS, after a frame it received in error. An EDCA function
     /// waits `EIFS - DIFS + AIFS[AC]`.
     pub fn eifs(&self) -> Duration {
-        let lowest = if self.kind == PhyKind::Dsss { 1.0 } else { 6.0 };
-        self.sifs + self.difs() + self.legacy_duration(ACK_BYTES, lowest)
+        self.sifs + self.difs() + self.legacy_duration(ACK_BYTES, self.lowest_mbps())
+    }
+
+    /// The lowest mandatory rate: 1 Mbit/s for DSSS, 6 for the OFDM PHYs. Group-addressed
+    /// control frames such as CF-End go at it in ns-3 (`WifiRemoteStationManager::
+    /// GetRtsTxVector` returns the non-unicast mode for a group address).
+    pub fn lowest_mbps(&self) -> f64 {
+        if self.kind == PhyKind::Dsss { 1.0 } else { 6.0 }
     }
 
     /// ACKTimeout = SIFS + slot + aRxPHYStartDelay (10.3.2.9): how long a sender waits for

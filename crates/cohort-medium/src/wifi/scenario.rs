@@ -5,7 +5,10 @@
 pub use super::bianchi::{BIANCHI_CASES, BianchiCase, BianchiModel, BianchiResult, bianchi_cases, max_rel_err};
 
 use super::phy::LLC_SNAP_BYTES;
-use super::{Ac, Dest, EdcaParams, Medium, MediumError, MediumEvent, Phy, StationConfig, Timing};
+use super::{
+    Ac, Dest, EdcaParams, EdcaTable, Medium, MediumError, MediumEvent, NS3_PREAMBLE_THRESHOLD_DB, Phy, StationConfig,
+    Timing,
+};
 use cohort_time::Instant;
 use std::time::Duration;
 
@@ -40,6 +43,9 @@ pub struct SaturationRun {
     pub seed: u64,
     /// What stations do after a failed exchange.
     pub timing: Timing,
+    /// Received powers `rx_dbm[from][to]` for preamble detection
+    /// ([`Medium::with_preamble_detection`], ns-3's 4 dB threshold); `None`: no geometry.
+    pub rx_dbm: Option<Vec<Vec<f64>>>,
 }
 
 impl SaturationRun {
@@ -47,6 +53,9 @@ impl SaturationRun {
     pub fn run(&self) -> Result<Saturation, MediumError> {
         let mut m: Medium<usize> = Medium::new(self.phy, self.edca, &vec![self.station; self.stations], self.seed)?;
         m = m.with_timing(self.timing);
+        if let Some(rx) = &self.rx_dbm {
+            m = m.with_preamble_detection(rx, NS3_PREAMBLE_THRESHOLD_DB)?;
+        }
         let end = Instant::ZERO + self.duration;
         // Fill every flow's queue; each frame that leaves (sent or dropped) is replaced at
         // once, so a TXOP always finds frames waiting.
@@ -119,8 +128,49 @@ pub fn saturate(
         duration,
         seed,
         timing: Timing::Bianchi,
+        rx_dbm: None,
     }
     .run()
+}
+
+/// Where a scenario's stations stand. Only preamble detection looks at it: with
+/// [`Timing::Ns3`], a bystander of a collision waits EIFS when it can pick out one of the
+/// colliding preambles (see [`Medium::with_preamble_detection`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// As `edca_sat.py` places them: station `i` (0 the receiver) at `(i mod 2, 0.1 i)`
+    /// metres, two columns a metre apart, received powers from [`ns3_rx_dbm`].
+    Ns3,
+    /// No geometry: no bystander ever detects a colliding preamble.
+    None,
+}
+
+impl Placement {
+    /// Received power from each station to each other (dBm), for `n` stations.
+    pub fn rx_dbm(self, n: usize) -> Option<Vec<Vec<f64>>> {
+        match self {
+            Placement::None => None,
+            Placement::Ns3 => {
+                let at = |i: usize| ((i % 2) as f64, 0.1 * i as f64);
+                let power = |a: usize, b: usize| {
+                    let ((xa, ya), (xb, yb)) = (at(a), at(b));
+                    ns3_rx_dbm((xa - xb).hypot(ya - yb))
+                };
+                Some((0..n).map(|a| (0..n).map(|b| power(a, b)).collect()).collect())
+            }
+        }
+    }
+}
+
+/// Received power `d` metres from a sender under the defaults of ns-3's
+/// `YansWifiChannelHelper::Default()` and `WifiPhy`: `LogDistancePropagationLossModel` with
+/// exponent 3 and a 46.6777 dB loss at the 1 m reference distance (and that same loss at
+/// any shorter distance: `DoCalcRxPower` returns `txPower - referenceLoss` for
+/// `d <= referenceDistance`), 16.0206 dBm transmit power (`TxPowerStart`), no antenna gain.
+pub fn ns3_rx_dbm(d: f64) -> f64 {
+    let path = if d > 1.0 { 30.0 * d.log10() } else { 0.0 };
+    16.0206 - 46.6777 - path
 }
 
 /// Which 802.11 amendment a scenario runs, by the letter users know it by.
@@ -170,6 +220,8 @@ impl PhyStandard {
 /// duration_s = 10.0
 /// seed = 1
 /// timing = "ns3"       # bianchi | standard | ns3
+/// edca_table = "802.11-2020"  # 802.11-2016 | 802.11-2020
+/// placement = "ns3"    # ns3 | none
 /// ```
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -192,9 +244,14 @@ pub struct EdcaSatScenario {
     /// Simulated seconds of saturation (ns-3's figure divides by the same span).
     pub duration_s: f64,
     pub seed: u64,
-    /// What stations do after a failed exchange; `ns3` (the default) is calibrated to
-    /// compare with ns-3's run of the same scenario.
+    /// What stations do after a failed exchange; `ns3` (the default) behaves as ns-3 3.44
+    /// does on the same scenario (see [`Timing::Ns3`]).
     pub timing: Timing,
+    /// Where the stations stand (only preamble detection, under `timing = "ns3"`, uses it).
+    pub placement: Placement,
+    /// Which default EDCA parameter set: `802.11-2020` (the default, as ns-3 3.44: AC_VO
+    /// may keep the channel for 2.080 ms per access) or `802.11-2016` (1.504 ms, as Linux).
+    pub edca_table: EdcaTable,
 }
 
 impl Default for EdcaSatScenario {
@@ -211,6 +268,8 @@ impl Default for EdcaSatScenario {
             duration_s: 10.0,
             seed: 1,
             timing: Timing::Ns3,
+            edca_table: EdcaTable::Ieee2020,
+            placement: Placement::Ns3,
         }
     }
 }
@@ -253,7 +312,7 @@ impl EdcaSatScenario {
             .collect();
         Ok(SaturationRun {
             phy,
-            edca: EdcaParams::defaults(&phy),
+            edca: self.edca_table.params(&phy),
             station: StationConfig { queue_depth: self.queue_depth, ..StationConfig::default() },
             stations: self.stations + 1,
             flows,
@@ -262,6 +321,7 @@ impl EdcaSatScenario {
             duration: Duration::from_secs_f64(self.duration_s),
             seed: self.seed,
             timing: self.timing,
+            rx_dbm: if self.timing == Timing::Ns3 { self.placement.rx_dbm(self.stations + 1) } else { None },
         })
     }
 

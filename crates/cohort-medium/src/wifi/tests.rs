@@ -337,6 +337,7 @@ fn standard_timing_costs_throughput_under_collisions() {
             duration: std::time::Duration::from_secs(2),
             seed: 3,
             timing,
+            rx_dbm: None,
         }
         .run()
         .unwrap()
@@ -467,7 +468,8 @@ fn slot_grid_alignment() {
 }
 
 /// A TXOP holder that runs out of frames (or of TXOP) truncates its TXOP with a CF-End:
-/// two TXOPs of four 1500-byte frames on 802.11a cost 2 × (SIFS + 28 µs CF-End) more.
+/// two TXOPs of four 1500-byte frames on 802.11a cost 2 × (SIFS + 52 µs CF-End at 6 Mbit/s)
+/// more.
 #[test]
 fn txops_end_with_a_cf_end() {
     let phy = Phy::ofdm(54.0);
@@ -483,12 +485,14 @@ fn txops_end_with_a_cf_end() {
         assert_eq!(m.stats(0, Ac::Vo).unwrap().attempts, 8);
         m.busy_time()
     };
-    assert_eq!(busy(true) - busy(false), 2 * std::time::Duration::from_micros(16 + 28));
+    assert_eq!(busy(true) - busy(false), 2 * std::time::Duration::from_micros(16 + 52));
 }
 
-/// The `edca_sat` scenario against ns-3 3.44 (`edca_sat.py 5 10 a`, seed 1: 34.98 Mbit/s in
-/// total, AC_BE 1.26, AC_VO 33.71) with the `ns3` timing preset, averaged over four seeds.
-/// AC_BE carries ~1 000 frames in 10 s, so its share is noisy in both engines.
+/// The `edca_sat` scenario against ns-3 3.44: `edca_sat.py 5 10 a` over seven RngRuns (see
+/// `cohort-bench`'s `NS3_EDCA_SAT`) carries 35.02 Mbit/s in total, AC_BE 1.16 (0.87 to
+/// 1.32 from run to run) and AC_VO 33.85. The model's mean over four seeds must match the
+/// total and AC_VO within 3%; AC_BE carries ~1 000 frames in 10 s and varies by ±20% from
+/// seed to seed in both engines, so its bound is looser.
 #[test]
 fn edca_sat_is_close_to_ns3() {
     let runs: Vec<_> = (1..=4)
@@ -496,8 +500,106 @@ fn edca_sat_is_close_to_ns3() {
         .collect();
     let mean = |f: fn(&scenario::EdcaSatReport) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
     let (total, be, vo) = (mean(|r| r.throughput_mbps), mean(|r| r.be_mbps), mean(|r| r.vo_mbps));
-    println!("edca_sat n=5: total {total:.2} BE {be:.2} VO {vo:.2} (ns-3: 34.98, 1.26, 33.71)");
-    assert!((total / 34.98 - 1.0).abs() < 0.05, "{total}");
-    assert!((vo / 33.71 - 1.0).abs() < 0.05, "{vo}");
-    assert!((be / 1.26 - 1.0).abs() < 0.25, "{be}");
+    println!("edca_sat n=5: total {total:.2} BE {be:.2} VO {vo:.2} (ns-3: 35.02, 1.16, 33.85)");
+    assert!((total / 35.02 - 1.0).abs() < 0.03, "{total}");
+    assert!((vo / 33.85 - 1.0).abs() < 0.03, "{vo}");
+    assert!((be / 1.16 - 1.0).abs() < 0.2, "{be}");
+}
+
+/// 802.11-2020's defaults lengthen the AC_VO and AC_VI TXOP limits on OFDM PHYs only; with
+/// them an AC_VO access on 802.11a carries six 1472-byte datagrams instead of four (each
+/// exchange 252 µs + SIFS + 28 µs ACK, 312 µs apart: 5 × 312 + 296 = 1856 µs ≤ 2080).
+#[test]
+fn edca_2020_table_lengthens_vo_txops() {
+    let ofdm = Phy::ofdm(54.0);
+    let (old, new) = (EdcaTable::Ieee2016.params(&ofdm), EdcaTable::Ieee2020.params(&ofdm));
+    assert_eq!(new[Ac::Vo.index()].txop, std::time::Duration::from_micros(2080));
+    assert_eq!(new[Ac::Vi.index()].txop, std::time::Duration::from_micros(4096));
+    assert_eq!((new[Ac::Be.index()], new[Ac::Bk.index()]), (old[Ac::Be.index()], old[Ac::Bk.index()]));
+    let dsss = Phy::dsss(11.0);
+    assert_eq!(EdcaTable::Ieee2020.params(&dsss), EdcaParams::defaults(&dsss));
+    let per_access = |edca: [EdcaParams; 4]| {
+        let mut m = Medium::<u32>::new(ofdm, edca, &[StationConfig::default(); 2], 4).unwrap();
+        for i in 0..12 {
+            m.enqueue(Instant::ZERO, 0, Ac::Vo, Dest::Unicast(1), 1472 + 36, i).unwrap();
+        }
+        let first = m.poll_timeout().unwrap();
+        m.handle_timeout(first);
+        m.stats(0, Ac::Vo).unwrap().successes
+    };
+    assert_eq!((per_access(old), per_access(new)), (4, 6));
+}
+
+/// Preamble detection decides who waits EIFS after a collision: received powers within a
+/// few dB of each other (ns-3 stations a metre apart) make no bystander detect anything,
+/// exactly as without geometry; powers 6 dB apart let every bystander detect the strongest
+/// colliding preamble, exactly as if every bystander waited EIFS.
+#[test]
+fn preamble_detection_decides_eifs() {
+    let phy = Phy::ofdm(54.0);
+    let n = 8;
+    let flows: Vec<_> = (1..n).map(|i| (i, if i % 4 == 0 { Ac::Vo } else { Ac::Be }, 0)).collect();
+    let run = |rx: Option<Vec<Vec<f64>>>, always: bool| {
+        let mut m = Medium::<usize>::new(phy, EdcaParams::defaults(&phy), &vec![StationConfig::default(); n], 7)
+            .unwrap()
+            .with_timing(Timing::Ns3);
+        if let Some(rx) = rx {
+            m = m.with_preamble_detection(&rx, NS3_PREAMBLE_THRESHOLD_DB).unwrap();
+        }
+        if always {
+            m = m.with_eifs(true);
+        }
+        let end = Instant::ZERO + std::time::Duration::from_millis(500);
+        for (h, &(src, ac, dst)) in flows.iter().enumerate() {
+            for _ in 0..8 {
+                m.enqueue(Instant::ZERO, src, ac, Dest::Unicast(dst), 1500, h).unwrap();
+            }
+        }
+        let mut sent = 0;
+        while let Some(t) = m.poll_timeout().filter(|&t| t <= end) {
+            m.handle_timeout(t);
+            while let Some(ev) = m.poll_event(t) {
+                if let MediumEvent::Sent { handle, .. } | MediumEvent::Dropped { handle, .. } = ev {
+                    sent += usize::from(matches!(ev, MediumEvent::Sent { .. }));
+                    let (src, ac, dst) = flows[handle];
+                    m.enqueue(t, src, ac, Dest::Unicast(dst), 1500, handle).unwrap();
+                }
+            }
+        }
+        let collisions: u64 = (0..n).map(|s| m.stats(s, Ac::Be).unwrap().collisions).sum();
+        (sent, collisions)
+    };
+    let close = (0..n).map(|a| (0..n).map(|b| -30.0 - 0.5 * ((a + b) % 3) as f64).collect()).collect();
+    let apart = (0..n).map(|a| (0..n).map(|_| -30.0 - 6.0 * a as f64).collect()).collect();
+    let none = run(None, false);
+    assert!(none.1 > 0, "{none:?}");
+    assert_eq!(run(Some(close), false), none);
+    let every = run(None, true);
+    assert_ne!(every, none);
+    assert_eq!(run(Some(apart), false), every);
+    let bad = Medium::<u32>::new(phy, EdcaParams::defaults(&phy), &[StationConfig::default(); 2], 1).unwrap();
+    assert!(bad.with_preamble_detection(&[vec![0.0; 2]], 4.0).is_err(), "not n x n");
+}
+
+/// ns-3 places edca_sat.py's stations in two columns a metre apart; within a metre every
+/// power is the same, and the farthest pair of 13 stations (0.1 m steps) is 5.2 dB apart.
+#[test]
+fn ns3_placement_powers() {
+    let rx = scenario::Placement::Ns3.rx_dbm(13).unwrap();
+    assert!((rx[0][1] - scenario::ns3_rx_dbm(1.0)).abs() < 0.1);
+    assert_eq!(rx[0][2], rx[2][0]);
+    assert_eq!(rx[0][4], scenario::ns3_rx_dbm(0.4));
+    assert!((rx[1][12] - (16.0206 - 46.6777 - 30.0 * 1.1f64.hypot(1.0).log10())).abs() < 1e-9);
+    assert!(scenario::Placement::None.rx_dbm(13).is_none());
+}
+
+/// `scenarios/edca_sat.toml` is the scenario's defaults written out (with ns-3's explicit
+/// 24 Mbit/s control rate, which is also 802.11a's default at 54 Mbit/s).
+#[test]
+fn edca_sat_toml_is_the_default() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/edca_sat.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let s: scenario::EdcaSatScenario = toml::from_str(&text).unwrap();
+    assert_eq!(s, scenario::EdcaSatScenario { control_mbps: Some(24.0), ..scenario::EdcaSatScenario::default() });
+    assert_eq!(s.run().unwrap(), scenario::EdcaSatScenario::default().run().unwrap());
 }

@@ -73,21 +73,29 @@ pub enum Timing {
     /// 802.11: bystanders wait EIFS after a collision, failed senders their ACK timeout
     /// and then AIFS.
     Standard,
-    /// As ns-3 3.44 behaves on a small ad-hoc channel: ACK timeouts as in `Standard`, EIFS
-    /// after [`NS3_EIFS_PROBABILITY`] of collisions (ns-3 bystanders detect a colliding
-    /// preamble only when one signal is 4 dB above the rest).
+    /// As ns-3 3.44 behaves: ACK timeouts as in `Standard`; EIFS only for bystanders whose
+    /// PHY detects a colliding preamble, which takes received powers
+    /// ([`Medium::with_preamble_detection`](super::Medium::with_preamble_detection); without
+    /// them nobody does, as in ns-3 with stations within a metre or so of each other); and a
+    /// 4 µs CCA delay ([`NS3_CCA_DELAY`]).
     Ns3,
 }
 
-/// Share of collisions after which bystanders wait EIFS in the [`Timing::Ns3`] preset.
-/// Calibrated against ns-3 3.44 running `edca_sat.py` with 5, 8 and 12 senders (802.11a,
-/// 54 Mbit/s): 0 leaves AC_BE 40% above ns-3, 1 leaves it 30-70% below; 0.4 comes within
-/// about 15% on AC_BE and 5% on AC_VO and in total (N = 4 to 12, 20 seeds against ns-3's
-/// one). Beyond that ns-3 depends on where the stations stand: with 16 senders it carries
-/// AC_BE 1.03 Mbit/s with the script's placement and 3.87 with the senders on a circle
-/// around the receiver (AC_VO 33.5 and 28.8); this model, without geometry, gives 0.36 and
-/// 30.6.
-pub const NS3_EIFS_PROBABILITY: f64 = 0.4;
+/// How long after a PPDU starts an ns-3 station's MAC learns that the channel is busy: the
+/// PHY's preamble detection period (`WifiPhy` attribute `PreambleDetectionDuration`, 4 µs),
+/// at whose end `PhyEntity::EndPreambleDetectionPeriod` reports CCA busy.
+pub const NS3_CCA_DELAY: std::time::Duration = std::time::Duration::from_micros(4);
+
+/// ns-3's preamble detection defaults: `ThresholdPreambleDetectionModel` detects a preamble
+/// at least 4 dB above interference plus noise ...
+pub const NS3_PREAMBLE_THRESHOLD_DB: f64 = 4.0;
+
+/// ... and at least −82 dBm strong (`MinimumRssi`), over a noise floor of −93.97 dBm
+/// (thermal noise in 20 MHz, −100.97 dBm, plus `WifiPhy`'s default 7 dB `RxNoiseFigure`).
+pub const NS3_PREAMBLE_DETECTION: (f64, f64) = (-82.0, NS3_NOISE_DBM);
+
+/// The noise floor of a 20 MHz ns-3 channel, dBm (see [`NS3_PREAMBLE_DETECTION`]).
+pub const NS3_NOISE_DBM: f64 = -93.97;
 
 /// Where a frame goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
