@@ -526,7 +526,8 @@ impl<H: Clone> Medium<H> {
         // Everyone else froze at `t` and resumes counting after the busy period and its AIFS.
         let qos = self.qos;
         let slot = self.phy.slot.as_nanos().max(1);
-        for st in 0..self.stations.len() {
+        for (st, &heard_error) in in_error.iter().enumerate() {
+            let resume = if heard_error { busy_end + eifs_extra } else { busy_end };
             for ac in 0..4 {
                 let aifs = self.phy.aifs(self.edca[ac].aifsn);
                 let s = &mut self.stations[st].acs[ac];
@@ -540,7 +541,6 @@ impl<H: Clone> Medium<H> {
                     let idle = u32::try_from((t - s.count_from).as_nanos() / slot).unwrap_or(u32::MAX);
                     s.backoff = s.backoff.saturating_sub(idle.saturating_add(u32::from(qos)));
                 }
-                let resume = if in_error[st] { busy_end + eifs_extra } else { busy_end };
                 s.count_from = s.count_from.max(resume + aifs);
             }
         }
