@@ -10,6 +10,7 @@
 //! the sender's own record of send times; the difference is what the emulator adds. Phase 2 (rate): probes offered above the link rate; the receiver's goodput in frame
 //! bytes (what the link model counts) after a warm-up is compared with the configured rate.
 
+use crate::stats::{quantile, round, thin};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use serde::Serialize;
 use std::io;
@@ -186,13 +187,6 @@ fn scenario(owd_ms: f64, rate_mbps: f64, loss: f64, seed: u64) -> TestbedScenari
     .expect("valid fidelity scenario")
 }
 
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
 type Endpoints = (UdpSocket, UdpSocket, std::net::SocketAddr);
 
 fn endpoints(tb: &Testbed) -> Result<Endpoints, String> {
@@ -245,8 +239,7 @@ pub fn run_cohort(p: &FidelityParams, run: &str) -> Result<EmulatorFigures, Stri
     f.added_jitter_p99_ms = f.owd_err_ms_p99 - f.owd_err_ms_p50;
     f.measured_loss = 1.0 - f.probes_received as f64 / p.probes as f64;
     f.loss_abs_err = (f.measured_loss - p.loss).abs();
-    let step = (err.len() / 2000).max(1);
-    f.owd_err_ms_cdf = err.iter().step_by(step).map(|x| (x * 1e4).round() / 1e4).collect();
+    f.owd_err_ms_cdf = thin(&err, 2000).into_iter().map(|x| round(x, 4)).collect();
     if let Some(st) = st {
         f.emulator_late_us_p50 = st.late_us_p50;
         f.emulator_late_us_p99 = st.late_us_p99;

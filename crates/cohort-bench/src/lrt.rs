@@ -3,6 +3,7 @@
 //! same seed), and the in-order per-message delay distribution of each is reported.
 
 use crate::block::{BlockConfig, BlockReceiver, BlockSender};
+use crate::stats::DelayFigures;
 use cohort_medium::link::{Duplex, LinkParams, LossModel};
 use cohort_proto::lrt::{Config, Connection, State};
 use cohort_time::Instant;
@@ -45,13 +46,8 @@ impl Default for LrtParams {
 /// One scheme's figures.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct SchemeFigures {
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub p999_ms: f64,
-    pub max_ms: f64,
-    /// Share of measured messages delivered within the one-way delay + 1 ms.
-    pub share_at_owd: f64,
+    #[serde(flatten)]
+    pub delay: DelayFigures,
     /// Bytes on the wire, both directions, with frame and UDP/IP headers, per application byte.
     pub overhead: f64,
     pub sent: u64,
@@ -259,17 +255,8 @@ fn run_scheme(p: &LrtParams, a: &mut dyn End, b: &mut dyn End, start: Instant) -
         }
     }
     f.delays_ms.sort_by(f64::total_cmp);
-    let q =
-        |d: &[f64], x: f64| if d.is_empty() { f64::NAN } else { d[((d.len() as f64 * x) as usize).min(d.len() - 1)] };
-    let d = &f.delays_ms;
-    f.measured = d.len() as u64;
-    f.p50_ms = q(d, 0.5);
-    f.p90_ms = q(d, 0.9);
-    f.p99_ms = q(d, 0.99);
-    f.p999_ms = q(d, 0.999);
-    f.max_ms = d.last().copied().unwrap_or(f64::NAN);
-    let limit = (owd + Duration::from_millis(1)).as_secs_f64() * 1000.0;
-    f.share_at_owd = d.iter().filter(|&&x| x <= limit).count() as f64 / d.len().max(1) as f64;
+    f.measured = f.delays_ms.len() as u64;
+    f.delay = DelayFigures::of(&f.delays_ms, owd.as_secs_f64() * 1000.0);
     let (sa, sb) = (ab.stats(), ba.stats());
     f.overhead = (sa.offered_bytes + sb.offered_bytes) as f64 / (p.count as f64 * p.size as f64);
     f.packets_forward = sa.offered;
@@ -312,17 +299,17 @@ pub fn run(p: &LrtParams) -> Result<LrtReport, String> {
         "offered load fits the link".to_string()
     };
     Ok(LrtReport {
-        p50_ms: lrt.p50_ms,
-        p90_ms: lrt.p90_ms,
-        p99_ms: lrt.p99_ms,
-        p999_ms: lrt.p999_ms,
-        share_at_owd: lrt.share_at_owd,
+        p50_ms: lrt.delay.p50_ms,
+        p90_ms: lrt.delay.p90_ms,
+        p99_ms: lrt.delay.p99_ms,
+        p999_ms: lrt.delay.p999_ms,
+        share_at_owd: lrt.delay.share_at_owd,
         overhead: lrt.overhead,
         delivered: lrt.delivered,
         sent: lrt.sent,
         in_order: lrt.in_order,
-        block_p99_ms: block.p99_ms,
-        p99_ratio_block_over_lrt: block.p99_ms / lrt.p99_ms,
+        block_p99_ms: block.delay.p99_ms,
+        p99_ratio_block_over_lrt: block.delay.p99_ms / lrt.delay.p99_ms,
         offered_load_share: share,
         capacity_note,
         duration_s: (p.count as f64 * p.interval_ms + p.warmup_ms) / 1000.0,
@@ -359,7 +346,7 @@ mod tests {
             assert!(f.in_order);
             assert_eq!(f.duplicates, 0);
             assert!(f.lost_by_link > 0);
-            assert!(f.p50_ms >= p.owd_ms);
+            assert!(f.delay.p50_ms >= p.owd_ms);
         }
         let v = serde_json::to_value(&r).unwrap();
         for k in ["p50_ms", "p99_ms", "p999_ms", "share_at_owd", "overhead", "block_p99_ms", "p99_ratio_block_over_lrt"]

@@ -38,3 +38,65 @@ pub fn round(x: f64, digits: i32) -> f64 {
     let p = 10f64.powi(digits);
     (x * p).round() / p
 }
+
+/// The `q`-quantile of sorted `v` (the element at `⌊len·q⌋`); NaN for an empty slice.
+pub fn quantile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() as f64 * q) as usize).min(sorted.len() - 1)]
+}
+
+/// At most about `points` evenly spaced elements of sorted `v`, always with the last: enough
+/// for a CDF, small in a JSON report.
+pub fn thin(sorted: &[f64], points: usize) -> Vec<f64> {
+    let step = sorted.len().div_ceil(points.max(1)).max(1);
+    let mut out: Vec<f64> = sorted.iter().step_by(step).copied().collect();
+    if !sorted.is_empty() && !(sorted.len() - 1).is_multiple_of(step) {
+        out.extend(sorted.last());
+    }
+    out
+}
+
+/// The distribution of per-message delays every transport benchmark reports.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct DelayFigures {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+    /// Share of the delays at or below the one-way delay + 1 ms.
+    pub share_at_owd: f64,
+}
+
+impl DelayFigures {
+    /// Figures of sorted delays `d` (ms) on a path whose one-way delay is `owd_ms`.
+    pub fn of(d: &[f64], owd_ms: f64) -> Self {
+        DelayFigures {
+            p50_ms: quantile(d, 0.5),
+            p90_ms: quantile(d, 0.9),
+            p99_ms: quantile(d, 0.99),
+            p999_ms: quantile(d, 0.999),
+            max_ms: d.last().copied().unwrap_or(f64::NAN),
+            share_at_owd: d.iter().filter(|&&x| x <= owd_ms + 1.0).count() as f64 / d.len().max(1) as f64,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_thinning_and_delay_figures() {
+        let d: Vec<f64> = (1..=1000).map(f64::from).collect();
+        assert_eq!((quantile(&d, 0.5), quantile(&d, 0.99), quantile(&d, 1.0)), (501.0, 991.0, 1000.0));
+        assert!(quantile(&[], 0.5).is_nan());
+        let t = thin(&d, 100);
+        assert_eq!((t.len(), t[0], *t.last().unwrap()), (101, 1.0, 1000.0));
+        assert_eq!(thin(&d[..3], 100), vec![1.0, 2.0, 3.0]);
+        let f = DelayFigures::of(&d, 99.0);
+        assert_eq!((f.p50_ms, f.max_ms, f.share_at_owd), (501.0, 1000.0, 0.1));
+    }
+}

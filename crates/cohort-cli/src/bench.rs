@@ -326,11 +326,11 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
         for (name, f) in [("lrt", &r.lrt), ("block", &r.block)] {
             println!(
                 "{name:>5}: p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} ms | at OWD {:.1}% | overhead {:.2} | delivered {}/{} in order: {}",
-                f.p50_ms,
-                f.p90_ms,
-                f.p99_ms,
-                f.p999_ms,
-                f.share_at_owd * 100.0,
+                f.delay.p50_ms,
+                f.delay.p90_ms,
+                f.delay.p99_ms,
+                f.delay.p999_ms,
+                f.delay.share_at_owd * 100.0,
                 f.overhead,
                 f.delivered,
                 f.sent,
@@ -342,11 +342,7 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(path) = &a.out {
         let mut v = serde_json::to_value(&r).unwrap_or_default();
-        // The sorted delays thinned to at most 2000 quantiles: enough for a CDF, small on disk.
-        let thin = |d: &[f64]| -> Vec<f64> {
-            let step = d.len().div_ceil(2000).max(1);
-            d.iter().step_by(step).chain(d.last()).copied().collect()
-        };
+        let thin = |d: &[f64]| cohort_bench::stats::thin(d, 2000);
         v["cdf"] = serde_json::json!({ "lrt": thin(&r.lrt.delays_ms), "block": thin(&r.block.delays_ms) });
         write_and_plot(path, &serde_json::to_string(&v).unwrap_or_default(), "lrt")?;
     }

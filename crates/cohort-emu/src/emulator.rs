@@ -27,8 +27,8 @@ use std::time::Duration;
 const FRAME_BUF: usize = 65_536;
 /// At most this many frames are read from one socket before deliveries get a turn.
 const RX_BATCH: usize = 64;
-/// Lateness samples kept for the percentiles (a ring).
-const LATE_SAMPLES: usize = 1 << 16;
+/// Lateness histogram: 1 µs buckets up to 10 ms, the last bucket holding everything later.
+const LATE_BUCKETS: usize = 10_001;
 
 /// How the emulator runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,8 @@ pub struct EmuStatus {
     pub oversize: u64,
     pub send_errors: u64,
     pub recv_errors: u64,
-    /// How late deliveries left, versus the model's time (µs), over the last 65 536.
+    /// How late deliveries left, versus the model's time (µs, 1 µs resolution; 10 000
+    /// stands for "10 ms or later"), since the start.
     pub late_us_p50: f64,
     pub late_us_p99: f64,
     pub late_us_max: f64,
@@ -81,8 +82,7 @@ pub struct Emulator {
     sockets: Vec<PacketSocket>,
     opts: EmuOptions,
     epoch: std::time::Instant,
-    late_ns: Vec<u64>,
-    late_next: usize,
+    late_us: Vec<u64>,
     late_max_ns: u64,
     oversize: u64,
     send_errors: u64,
@@ -110,12 +110,18 @@ pub fn set_fifo(prio: i32) -> io::Result<()> {
     }
 }
 
-fn percentile(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
+/// The `q`-quantile (µs) of a histogram of 1 µs buckets.
+fn percentile(hist: &[u64], q: f64) -> f64 {
+    let total: u64 = hist.iter().sum();
+    let rank = (total as f64 * q) as u64;
+    let mut seen = 0;
+    for (us, &n) in hist.iter().enumerate() {
+        seen += n;
+        if n > 0 && seen > rank {
+            return us as f64;
+        }
     }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i] as f64 / 1e3
+    0.0
 }
 
 impl Emulator {
@@ -133,8 +139,7 @@ impl Emulator {
             sockets,
             opts,
             epoch: std::time::Instant::now(),
-            late_ns: Vec::new(),
-            late_next: 0,
+            late_us: vec![0; LATE_BUCKETS],
             late_max_ns: 0,
             oversize: 0,
             send_errors: 0,
@@ -174,8 +179,6 @@ impl Emulator {
     /// The current status.
     pub fn status(&mut self) -> EmuStatus {
         let now = self.now();
-        let mut late = self.late_ns.clone();
-        late.sort_unstable();
         EmuStatus {
             uptime_s: now.as_nanos() as f64 / 1e9,
             realtime: self.realtime,
@@ -183,8 +186,8 @@ impl Emulator {
             oversize: self.oversize,
             send_errors: self.send_errors,
             recv_errors: self.recv_errors,
-            late_us_p50: percentile(&late, 0.5),
-            late_us_p99: percentile(&late, 0.99),
+            late_us_p50: percentile(&self.late_us, 0.5),
+            late_us_p99: percentile(&self.late_us, 0.99),
             late_us_max: self.late_max_ns as f64 / 1e3,
         }
     }
@@ -245,13 +248,10 @@ impl Emulator {
             }
             let late = self.now().saturating_duration_since(due).as_nanos() as u64;
             self.late_max_ns = self.late_max_ns.max(late);
-            if self.late_ns.len() < LATE_SAMPLES {
-                self.late_ns.push(late);
-            } else {
-                self.late_ns[self.late_next] = late;
+            self.late_us[((late / 1000) as usize).min(LATE_BUCKETS - 1)] += 1;
+            if self.log.is_some() {
+                self.log_line(now, "out", port, frame.len(), &format!(",\"late_us\":{}", late / 1000));
             }
-            self.late_next = (self.late_next + 1) % LATE_SAMPLES;
-            self.log_line(now, "out", port, frame.len(), &format!(",\"late_us\":{}", late / 1000));
         }
     }
 
@@ -315,5 +315,22 @@ impl Emulator {
             l.flush()?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_the_lateness_histogram() {
+        let mut h = vec![0u64; LATE_BUCKETS];
+        h[10] = 98;
+        h[200] = 1;
+        h[LATE_BUCKETS - 1] = 1;
+        assert_eq!(percentile(&h, 0.5), 10.0);
+        assert_eq!(percentile(&h, 0.985), 200.0);
+        assert_eq!(percentile(&h, 0.995), (LATE_BUCKETS - 1) as f64);
+        assert_eq!(percentile(&[0; 4], 0.5), 0.0);
     }
 }

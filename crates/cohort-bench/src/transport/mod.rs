@@ -17,6 +17,7 @@
 
 mod baselines;
 
+use crate::stats::{DelayFigures, round, thin};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use serde::Serialize;
 use std::net::Ipv4Addr;
@@ -71,13 +72,8 @@ impl Default for TransportParams {
 /// One transport's figures in one case.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Figures {
-    pub p50_ms: f64,
-    pub p90_ms: f64,
-    pub p99_ms: f64,
-    pub p999_ms: f64,
-    pub max_ms: f64,
-    /// Share of measured messages handed over within the one-way delay + 1 ms.
-    pub share_at_owd: f64,
+    #[serde(flatten)]
+    pub delay: DelayFigures,
     /// Bytes on the wire (IP and above, both directions) per application byte sent.
     pub overhead: f64,
     pub sent: u64,
@@ -178,13 +174,6 @@ fn scenario(p: &TransportParams, loss: f64, links: usize) -> TestbedScenario {
     TestbedScenario::parse(&text).expect("valid transport scenario")
 }
 
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
-}
-
 fn figures(p: &TransportParams, sch: &Schedule, arrivals: &Arrivals, sent: u64, wire_bytes: u64) -> Figures {
     let warm_ns = (p.warmup_s * 1e9) as u64 + sch.ns(sch.start);
     let mut f = Figures { sent, delivered: arrivals.len() as u64, in_order: true, ..Figures::default() };
@@ -209,15 +198,9 @@ fn figures(p: &TransportParams, sch: &Schedule, arrivals: &Arrivals, sent: u64, 
     let on_time = arrivals.iter().filter(|a| a.1 >= warm_ns && a.2 <= window_end_ns).count() as u64;
     f.sustained = on_time as f64 >= 0.95 * offered_measured as f64;
     d.sort_by(f64::total_cmp);
-    f.p50_ms = quantile(&d, 0.5);
-    f.p90_ms = quantile(&d, 0.9);
-    f.p99_ms = quantile(&d, 0.99);
-    f.p999_ms = quantile(&d, 0.999);
-    f.max_ms = d.last().copied().unwrap_or(0.0);
-    f.share_at_owd = d.iter().filter(|&&x| x <= p.owd_ms + 1.0).count() as f64 / d.len().max(1) as f64;
+    f.delay = DelayFigures::of(&d, p.owd_ms);
     f.overhead = wire_bytes as f64 / (sent.max(1) as usize * sch.size) as f64;
-    let step = d.len().div_ceil(1000).max(1);
-    f.cdf_ms = d.iter().step_by(step).chain(d.last()).map(|x| (x * 1e3).round() / 1e3).collect();
+    f.cdf_ms = thin(&d, 1000).into_iter().map(|x| round(x, 3)).collect();
     f
 }
 
@@ -328,14 +311,14 @@ mod tests {
         let f = figures(&p, &s, &clean, 5, 6000);
         assert!(f.in_order && f.sustained);
         assert_eq!((f.delivered, f.measured, f.duplicates), (5, 3, 0));
-        assert_eq!((f.p50_ms, f.share_at_owd), (50.0, 1.0));
+        assert_eq!((f.delay.p50_ms, f.delay.share_at_owd), (50.0, 1.0));
         assert!((f.overhead - 6000.0 / 5120.0).abs() < 1e-9);
         let messy: Arrivals =
             vec![(0, 0, 60 * ms), (2, 20 * ms, 90 * ms), (1, 10 * ms, 95 * ms), (2, 20 * ms, 99 * ms)];
         let f = figures(&p, &s, &messy, 5, 0);
         assert!(!f.in_order && !f.sustained);
         assert_eq!(f.duplicates, 2);
-        assert!(f.share_at_owd < 1.0);
+        assert!(f.delay.share_at_owd < 1.0);
     }
 
     #[test]
