@@ -11,6 +11,7 @@
 //! bytes (what the link model counts) after a warm-up is compared with the configured rate.
 
 use crate::stats::{quantile, round, thin};
+use cohort_emu::scenario::DirectionSpec;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use serde::Serialize;
 use std::io;
@@ -180,11 +181,8 @@ fn collect(s: UdpSocket, expect: u64) -> std::thread::JoinHandle<Vec<(u64, u64, 
 }
 
 fn scenario(owd_ms: f64, rate_mbps: f64, loss: f64, seed: u64) -> TestbedScenario {
-    TestbedScenario::parse(&format!(
-        "name = \"fidelity\"\nmode = \"p2p\"\nnodes = [\"a\", \"b\"]\nseed = {seed}\n[[links]]\na = \"a\"\nb = \"b\"\n\
-         owd_ms = {owd_ms}\nrate_mbps = {rate_mbps}\nloss = {loss}\n"
-    ))
-    .expect("valid fidelity scenario")
+    let d = DirectionSpec { owd_ms: Some(owd_ms), rate_mbps: Some(rate_mbps), loss: Some(loss), ..Default::default() };
+    TestbedScenario::pair("fidelity", seed, &[d]).expect("valid fidelity scenario")
 }
 
 type Endpoints = (UdpSocket, UdpSocket, std::net::SocketAddr);

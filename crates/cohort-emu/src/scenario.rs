@@ -329,6 +329,24 @@ impl TestbedScenario {
         Ok(s)
     }
 
+    /// Two nodes `a` and `b` joined by one point-to-point link per entry of `links` (the
+    /// same parameters both ways), validated.
+    pub fn pair(name: &str, seed: u64, links: &[DirectionSpec]) -> Result<Self, ScenarioError> {
+        let s = TestbedScenario {
+            name: name.to_string(),
+            mode: Mode::P2p,
+            nodes: vec!["a".into(), "b".into()],
+            seed,
+            links: links
+                .iter()
+                .map(|d| LinkSpec { a: "a".into(), b: "b".into(), a_to_b: d.clone(), b_to_a: DirectionSpec::default() })
+                .collect(),
+            wifi: None,
+        };
+        s.validate()?;
+        Ok(s)
+    }
+
     /// Index of a node by name.
     pub fn node_index(&self, name: &str) -> Option<usize> {
         self.nodes.iter().position(|n| n == name)
@@ -432,6 +450,18 @@ mod tests {
         assert_eq!(ab.loss, LossModel::Iid { p: 0.1 });
         assert_eq!(ba.loss, LossModel::Iid { p: 0.01 });
         assert_eq!(ba.jitter, Jitter::Normal { sigma: Duration::from_millis(2) });
+    }
+
+    #[test]
+    fn pair_builds_what_the_file_form_says() {
+        let d =
+            DirectionSpec { owd_ms: Some(50.0), rate_mbps: Some(20.0), loss: Some(0.1), ..DirectionSpec::default() };
+        let s = TestbedScenario::pair("p2p", 1, std::slice::from_ref(&d)).unwrap();
+        let file = TestbedScenario::parse(P2P).unwrap();
+        assert_eq!(s.links[0].directions().unwrap().0.loss, file.links[0].directions().unwrap().0.loss);
+        assert_eq!((s.nodes.len(), s.links.len()), (2, 1));
+        let bad = DirectionSpec { loss: Some(2.0), ..d };
+        assert!(TestbedScenario::pair("p2p", 1, &[bad]).is_err());
     }
 
     #[test]

@@ -18,6 +18,7 @@
 mod baselines;
 
 use crate::stats::{DelayFigures, round, thin};
+use cohort_emu::scenario::DirectionSpec;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use serde::Serialize;
 use std::net::Ipv4Addr;
@@ -164,14 +165,13 @@ impl Schedule {
 }
 
 fn scenario(p: &TransportParams, loss: f64, links: usize) -> TestbedScenario {
-    let mut text = format!("name = \"transport\"\nmode = \"p2p\"\nnodes = [\"a\", \"b\"]\nseed = {}\n", p.seed);
-    for _ in 0..links {
-        text.push_str(&format!(
-            "[[links]]\na = \"a\"\nb = \"b\"\nowd_ms = {}\nrate_mbps = {}\nloss = {loss}\n",
-            p.owd_ms, p.rate_mbps
-        ));
-    }
-    TestbedScenario::parse(&text).expect("valid transport scenario")
+    let d = DirectionSpec {
+        owd_ms: Some(p.owd_ms),
+        rate_mbps: Some(p.rate_mbps),
+        loss: Some(loss),
+        ..DirectionSpec::default()
+    };
+    TestbedScenario::pair("transport", p.seed, &vec![d; links]).expect("valid transport scenario")
 }
 
 fn figures(p: &TransportParams, sch: &Schedule, arrivals: &Arrivals, sent: u64, wire_bytes: u64) -> Figures {
