@@ -8,6 +8,7 @@
 pub mod block;
 pub mod coding;
 pub mod fidelity;
+pub mod group;
 pub mod lrt;
 pub mod medium;
 pub mod stats;

@@ -1,0 +1,1 @@
+//! Point-to-point baselines of seed 003 §VI (placeholder; being written).
