@@ -1,17 +1,16 @@
 //! `LrtSocket`: one LRT connection over a UDP socket.
 
 use crate::secure::{Secure, SecureError};
+use crate::shared::{Shared, Wait};
 use crate::timer::TimerFd;
 use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection, SendError, State};
-use cohort_time::Clock;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -90,40 +89,20 @@ struct Inner {
     shutdown: bool,
 }
 
-#[derive(Debug)]
-struct Shared {
-    inner: Mutex<Inner>,
-    changed: Condvar,
-    /// Bumped at every change the driver reports; async waiters compare against it.
-    generation: AtomicU64,
-    /// Tasks waiting in `send_async` / `recv_async`.
-    tasks: Mutex<Vec<std::task::Waker>>,
-    waker: Waker,
-    clock: Clock,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Wakes blocking and async waiters.
-    fn notify(&self) {
-        self.generation.fetch_add(1, Ordering::AcqRel);
-        self.changed.notify_all();
-        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
-        for t in tasks {
-            t.wake();
-        }
-    }
-}
-
 /// A coded-transport connection over UDP. See the [crate docs](crate).
 #[derive(Debug)]
 pub struct LrtSocket {
-    shared: Arc<Shared>,
+    shared: Arc<Shared<Inner>>,
     thread: Option<JoinHandle<()>>,
     local: SocketAddr,
+}
+
+/// The error of a wait the driver's end cut short.
+fn stopped(i: &Inner) -> NetError {
+    match i.conn.state() {
+        State::Closed(r) => NetError::Closed(r.clone()),
+        _ => NetError::Io(io::Error::other("driver stopped")),
+    }
 }
 
 fn bind(addr: SocketAddr, cfg: &SocketConfig) -> Result<std::net::UdpSocket, NetError> {
@@ -163,21 +142,10 @@ impl LrtSocket {
         let waker = Waker::new(poll.registry(), WAKE)?;
         let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
             .map_err(|e| NetError::Config(e.to_string()))?;
-        let secure = Secure::new(key, cfg.sender_id);
-        let shared = Arc::new(Shared {
-            inner: Mutex::new(Inner {
-                conn,
-                secure,
-                peer: peer.map(|a| (a, u32::MAX)),
-                stats: SocketStats::default(),
-                shutdown: false,
-            }),
-            changed: Condvar::new(),
-            generation: AtomicU64::new(0),
-            tasks: Mutex::new(Vec::new()),
-            waker,
-            clock: Clock::start(),
-        });
+        let secure = Secure::new(key, cfg.sender_id, cohort_wire::frame::kind::LRT);
+        let inner =
+            Inner { conn, secure, peer: peer.map(|a| (a, u32::MAX)), stats: SocketStats::default(), shutdown: false };
+        let shared = Arc::new(Shared::new(inner, waker));
         let s2 = shared.clone();
         let thread = std::thread::Builder::new().name("cohort-lrt".into()).spawn(move || {
             if let Err(e) = drive(&s2, poll, sock, timer) {
@@ -230,28 +198,13 @@ impl LrtSocket {
     }
 
     /// Waits until `done` holds (or the driver stopped); `TimedOut` after `timeout`.
-    fn wait_for(&self, timeout: Option<Duration>, mut done: impl FnMut(&mut Inner) -> bool) -> Result<(), NetError> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        let mut g = self.shared.lock();
-        while !done(&mut g) {
-            if g.shutdown {
-                return Err(match g.conn.state() {
-                    State::Closed(r) => NetError::Closed(r.clone()),
-                    _ => NetError::Io(io::Error::other("driver stopped")),
-                });
-            }
-            g = match deadline {
-                None => self.shared.changed.wait(g).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let left = d.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(NetError::TimedOut);
-                    }
-                    self.shared.changed.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0
-                }
-            };
+    fn wait_for(&self, timeout: Option<Duration>, done: impl FnMut(&mut Inner) -> bool) -> Result<(), NetError> {
+        let (g, w) = self.shared.wait_until(timeout.map(|t| Instant::now() + t), |i| i.shutdown, done);
+        match w {
+            Wait::Done => Ok(()),
+            Wait::TimedOut => Err(NetError::TimedOut),
+            Wait::Stopped => Err(stopped(&g)),
         }
-        Ok(())
     }
 
     /// Queues a message without blocking.
@@ -293,30 +246,17 @@ impl LrtSocket {
 
     /// The next message, waiting up to `timeout` (forever with `None`).
     pub fn recv_timeout(&self, timeout: Option<Duration>) -> Result<Vec<u8>, NetError> {
-        let deadline = timeout.map(|t| Instant::now() + t);
-        loop {
-            if let Some(m) = self.try_recv()? {
-                return Ok(m);
-            }
-            let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-            if left.is_some_and(|l| l.is_zero()) {
-                return Err(NetError::TimedOut);
-            }
-            let mut g = self.shared.lock();
-            if g.shutdown {
-                return Err(NetError::Io(io::Error::other("driver stopped")));
-            }
-            // Re-check under the lock so a message that just arrived is not missed.
-            match g.conn.recv() {
-                Ok(Some(m)) => return Ok(m),
-                Ok(None) => {}
-                Err(lrt::RecvError::Closed(r)) => return Err(NetError::Closed(r)),
-            }
-            g = match left {
-                None => self.shared.changed.wait(g).unwrap_or_else(|p| p.into_inner()),
-                Some(l) => self.shared.changed.wait_timeout(g, l).unwrap_or_else(|p| p.into_inner()).0,
-            };
-            drop(g);
+        let mut got = None;
+        self.wait_for(timeout, |i| {
+            got = Some(i.conn.recv());
+            !matches!(got, Some(Ok(None)))
+        })?;
+        // Room in the receive buffer may let more symbols be released and acknowledged.
+        self.shared.waker.wake()?;
+        match got {
+            Some(Ok(Some(m))) => Ok(m),
+            Some(Err(lrt::RecvError::Closed(r))) => Err(NetError::Closed(r)),
+            _ => Err(NetError::TimedOut),
         }
     }
 
@@ -329,7 +269,7 @@ impl LrtSocket {
     /// thread wakes the task.
     pub async fn send_async(&self, msg: &[u8]) -> Result<(), NetError> {
         loop {
-            let seen = self.shared.generation.load(Ordering::Acquire);
+            let seen = self.shared.generation();
             match self.try_send(msg) {
                 Err(NetError::WouldBlock) => self.changed_since(seen).await?,
                 other => return other,
@@ -340,7 +280,7 @@ impl LrtSocket {
     /// Async `recv`.
     pub async fn recv_async(&self) -> Result<Vec<u8>, NetError> {
         loop {
-            let seen = self.shared.generation.load(Ordering::Acquire);
+            let seen = self.shared.generation();
             if let Some(m) = self.try_recv()? {
                 return Ok(m);
             }
@@ -350,22 +290,7 @@ impl LrtSocket {
 
     /// Resolves once the driver reports a change after generation `seen`.
     async fn changed_since(&self, seen: u64) -> Result<(), NetError> {
-        std::future::poll_fn(|cx| {
-            if self.shared.generation.load(Ordering::Acquire) != seen {
-                return std::task::Poll::Ready(Ok(()));
-            }
-            if self.shared.lock().shutdown {
-                return std::task::Poll::Ready(Err(NetError::Io(io::Error::other("driver stopped"))));
-            }
-            self.shared.tasks.lock().unwrap_or_else(|p| p.into_inner()).push(cx.waker().clone());
-            // A change between the first check and the registration would be missed otherwise.
-            if self.shared.generation.load(Ordering::Acquire) != seen {
-                std::task::Poll::Ready(Ok(()))
-            } else {
-                std::task::Poll::Pending
-            }
-        })
-        .await
+        if self.shared.changed_since(seen, |i| i.shutdown).await { Ok(()) } else { Err(stopped(&self.shared.lock())) }
     }
 
     /// Waits until everything sent so far has been seen by the peer.
@@ -423,7 +348,7 @@ impl Drop for LrtSocket {
     }
 }
 
-fn drive(shared: &Shared, mut poll: Poll, sock: UdpSocket, timer: TimerFd) -> Result<(), NetError> {
+fn drive(shared: &Shared<Inner>, mut poll: Poll, sock: UdpSocket, timer: TimerFd) -> Result<(), NetError> {
     let mut events = Events::with_capacity(64);
     let mut plain = vec![0u8; 70_000];
     let mut wire = vec![0u8; 70_000];
@@ -500,7 +425,7 @@ fn transmit(
     }
 }
 
-fn receive(shared: &Shared, sock: &UdpSocket, buf: &mut [u8]) -> Result<(), NetError> {
+fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) -> Result<(), NetError> {
     loop {
         let (n, from) = match sock.recv_from(buf) {
             Ok(x) => x,
@@ -516,7 +441,7 @@ fn receive(shared: &Shared, sock: &UdpSocket, buf: &mut [u8]) -> Result<(), NetE
         let mut g = shared.lock();
         g.stats.datagrams_received += 1;
         g.stats.wire_bytes_received += n as u64;
-        let Ok((sender, pn, payload)) = g.secure.open(&mut buf[..n]) else {
+        let Some((sender, pn, payload)) = g.secure.open(&mut buf[..n]) else {
             continue;
         };
         let payload = payload.to_vec();

@@ -1,8 +1,6 @@
 //! The secure frame on a socket: one sealer for this endpoint's sender id, one opener.
 
-use cohort_wire::frame::{Opener, SealError, Sealer, TeamKey, kind};
-
-pub use cohort_wire::frame::OpenError;
+use cohort_wire::frame::{Opener, SealError, Sealer, TeamKey};
 
 /// Sealing failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -13,16 +11,31 @@ pub enum SecureError {
     Buffer,
 }
 
-/// Seals outgoing and opens incoming LRT datagrams with the team key.
+/// Seals outgoing and opens incoming datagrams of one payload kind with the team key.
 #[derive(Debug)]
 pub struct Secure {
+    kind: u8,
     sealer: Sealer,
     opener: Opener,
+    /// Authentic frames of another payload kind.
+    foreign_kind: u64,
 }
 
 impl Secure {
-    pub fn new(key: TeamKey, sender_id: u32) -> Self {
-        Secure { sealer: Sealer::new(key.clone(), sender_id), opener: Opener::new(key) }
+    /// Frames of `kind` (see `cohort_wire::frame::kind`) sent as `sender_id`, packet numbers
+    /// from 0.
+    pub fn new(key: TeamKey, sender_id: u32, kind: u8) -> Self {
+        Self::starting_at(key, sender_id, kind, 0)
+    }
+
+    /// Like [`new`](Self::new), the first packet number being `first`.
+    pub fn starting_at(key: TeamKey, sender_id: u32, kind: u8, first: u64) -> Self {
+        Secure {
+            kind,
+            sealer: Sealer::starting_at(key.clone(), sender_id, first),
+            opener: Opener::new(key),
+            foreign_kind: 0,
+        }
     }
 
     /// The packet number the next sealed datagram carries.
@@ -31,24 +44,35 @@ impl Secure {
     }
 
     pub fn seal(&mut self, plain: &[u8], out: &mut [u8]) -> Result<usize, SecureError> {
-        self.sealer.seal(kind::LRT, plain, out).map_err(|e| match e {
+        self.sealer.seal(self.kind, plain, out).map_err(|e| match e {
             SealError::PacketNumberExhausted => SecureError::Exhausted,
             SealError::BufferTooSmall { .. } => SecureError::Buffer,
         })
     }
 
-    /// `(sender id, packet number, plaintext)` of an authentic LRT datagram.
-    pub fn open<'a>(&mut self, datagram: &'a mut [u8]) -> Result<(u32, u64, &'a [u8]), OpenError> {
-        let o = self.opener.open(datagram)?;
-        Ok((o.sender_id, o.packet_number, o.payload))
+    /// `(sender id, packet number, plaintext)` of an authentic datagram of this kind; `None`
+    /// for anything else (counted by reason).
+    pub fn open<'a>(&mut self, datagram: &'a mut [u8]) -> Option<(u32, u64, &'a [u8])> {
+        let o = self.opener.open(datagram).ok()?;
+        if o.kind != self.kind {
+            self.foreign_kind += 1;
+            return None;
+        }
+        Some((o.sender_id, o.packet_number, o.payload))
     }
 
-    /// Datagrams rejected so far, every reason together.
+    /// Datagrams rejected so far, every reason together (another kind included).
     pub fn rejected(&self) -> u64 {
-        self.opener.counters().rejected()
+        self.opener.counters().rejected() + self.foreign_kind
     }
 
+    /// Rejections by the frame layer, by reason.
     pub fn counters(&self) -> cohort_wire::frame::RejectCounters {
         self.opener.counters()
+    }
+
+    /// Authentic frames of another payload kind, refused.
+    pub fn foreign_kind(&self) -> u64 {
+        self.foreign_kind
     }
 }

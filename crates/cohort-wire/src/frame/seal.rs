@@ -35,6 +35,14 @@ impl Sealer {
         Sealer { key, sender_id, next_pn: 0 }
     }
 
+    /// A sealer for `sender_id` whose first frame carries packet number `first`. A process
+    /// that keeps its sender id across restarts starts each life above every number its former
+    /// lives used (e.g. at the wall clock in nanoseconds), so no nonce repeats and receivers'
+    /// replay windows accept it.
+    pub fn starting_at(key: TeamKey, sender_id: u32, first: u64) -> Self {
+        Sealer { key, sender_id, next_pn: first }
+    }
+
     pub fn sender_id(&self) -> u32 {
         self.sender_id
     }

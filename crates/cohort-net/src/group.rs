@@ -1,0 +1,697 @@
+//! `GroupSocket`: one GCBRR group member (`cohort_proto::group::Member`) on UDP.
+//!
+//! Broadcasts go to the team's broadcast address — a subnet broadcast such as
+//! `10.77.0.255:7400`, or an IPv4 multicast group such as `239.7.7.7:7400` — and unicasts
+//! (JOIN to the coordinator) to the address the destination was last heard from. Every member
+//! uses the same port. A socket holds two UDP sockets: one bound to its own address, from which
+//! it sends and where unicasts arrive, and one bound to the broadcast address and port, where
+//! broadcasts arrive (so several members can share a host, each on its own address).
+//!
+//! Every datagram is a secure frame of kind `GROUP` sealed with the team key, with the
+//! member's pid as sender id: a datagram from outside the team is dropped (and counted) before
+//! the protocol sees it, so only key holders can join or be heard. The first packet number is
+//! the wall clock in nanoseconds, so a restarted process never repeats a nonce and the others'
+//! replay windows accept it.
+//!
+//! The handle is cheap to share between threads (`&self` everywhere); a driver thread waits on
+//! both sockets, a `timerfd` and a waker in one `epoll` and runs every protocol step. Blocking
+//! calls take a timeout; every one has an `_async` twin that works on any executor.
+
+use crate::secure::{Secure, SecureError};
+use crate::shared::{Shared, Wait};
+use crate::timer::TimerFd;
+use cohort_proto::group::{
+    self, Dest, Event, IncomingId, InitError, JoinError, LeaveError, Member, PollError, Replies, ReplyError,
+    RequestError, RequestId, State, Stats,
+};
+use cohort_wire::frame::kind;
+use mio::net::UdpSocket;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const UNICAST: Token = Token(0);
+const BROADCAST: Token = Token(1);
+const TIMER: Token = Token(2);
+const WAKE: Token = Token(3);
+
+/// Membership events kept for [`GroupSocket::next_event`] when nobody reads them; older ones
+/// are dropped (and counted) beyond this.
+const EVENT_BACKLOG: usize = 1024;
+
+/// How to open a [`GroupSocket`].
+#[derive(Debug, Clone)]
+pub struct GroupConfig {
+    /// Protocol timing.
+    pub group: group::Config,
+    /// The team secret every member holds (at least 16 bytes); keys are derived from it.
+    pub team_secret: Vec<u8>,
+    pub team_id: u32,
+    /// This process's id, unique in the team; also its frame sender id.
+    pub pid: u32,
+    /// This member's own address (`ip:port`); the port is the team's.
+    pub local: SocketAddr,
+    /// The team's broadcast address: a subnet broadcast or an IPv4 multicast group, on the
+    /// same port as `local`.
+    pub broadcast: SocketAddr,
+    /// DSCP code point for outgoing datagrams (0..=63); 46 (EF) puts them on Wi-Fi's AC_VO.
+    pub dscp: Option<u8>,
+}
+
+impl GroupConfig {
+    pub fn new(
+        team_secret: impl Into<Vec<u8>>,
+        team_id: u32,
+        pid: u32,
+        local: SocketAddr,
+        broadcast: SocketAddr,
+    ) -> Self {
+        GroupConfig {
+            group: group::Config::default(),
+            team_secret: team_secret.into(),
+            team_id,
+            pid,
+            local,
+            broadcast,
+            dscp: None,
+        }
+    }
+}
+
+/// Where a new socket starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// A member of the static initial group `pids` (`Init(pid, pids)`): the smallest pid
+    /// coordinates. For the first start of a team only: a process that restarts must [`Start::Outside`]
+    /// and join, or the others would take its new life for its old one.
+    Static(Vec<u32>),
+    /// Outside the group; [`GroupSocket::join`] joins. `incarnation` must be at least the
+    /// largest this pid ever used ([`incarnation_from_clock`] is a safe choice across restarts).
+    Outside { incarnation: u32 },
+}
+
+/// An incarnation above every earlier one of a process that restarts at most once a second:
+/// the wall clock in seconds (fits a `u32` until 2106).
+pub fn incarnation_from_clock() -> u32 {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    u32::try_from(secs).unwrap_or(u32::MAX - 1)
+}
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum GroupError {
+    #[error("socket: {0}")]
+    Io(#[from] io::Error),
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Init(#[from] InitError),
+    #[error(transparent)]
+    Request(#[from] RequestError),
+    #[error(transparent)]
+    Reply(#[from] ReplyError),
+    #[error(transparent)]
+    Join(#[from] JoinError),
+    #[error(transparent)]
+    Leave(#[from] LeaveError),
+    #[error(transparent)]
+    Poll(#[from] PollError),
+    #[error("request {0:?} aborted: this process stopped being coordinator")]
+    Aborted(RequestId),
+    #[error("this process stopped being coordinator before the poll completed")]
+    Deposed,
+    #[error("this process left the group")]
+    NotMember,
+    #[error("timed out")]
+    TimedOut,
+    #[error("the driver stopped")]
+    Stopped,
+}
+
+/// A request to handle: answer it with [`GroupSocket::reply`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub id: IncomingId,
+    pub data: Vec<u8>,
+}
+
+/// Counters of the socket, besides the member's own.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct GroupSocketStats {
+    pub member: Stats,
+    pub datagrams_sent: u64,
+    pub wire_bytes_sent: u64,
+    pub datagrams_received: u64,
+    pub wire_bytes_received: u64,
+    /// Datagrams that failed a frame check (wrong team or key, tampered, replayed, another
+    /// payload kind).
+    pub rejected_frames: u64,
+    pub frames: cohort_wire::frame::RejectCounters,
+    /// This socket's own broadcasts, heard back and dropped.
+    pub own_echoes: u64,
+    /// Unicasts to a pid whose address was not known yet, broadcast instead.
+    pub unicast_fallbacks: u64,
+    /// Datagrams the kernel refused to send (full buffer, no route): lost, as on the air.
+    pub send_errors: u64,
+    /// Membership events dropped because nobody read them.
+    pub events_dropped: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    member: Member,
+    secure: Secure,
+    /// Where each pid was last heard from.
+    addrs: HashMap<u32, SocketAddr>,
+    stats: GroupSocketStats,
+    requests: VecDeque<Request>,
+    events: VecDeque<Event>,
+    /// Outcomes of this coordinator's requests, until their callers collect them.
+    outcomes: BTreeMap<RequestId, Result<Replies, RequestId>>,
+    /// Completed join and leave polls, in completion order, numbered from 1.
+    joins_done: Vec<Vec<u32>>,
+    leaves_done: Vec<Vec<u32>>,
+    /// Polls queued so far; the `n`th completes as `*_done[n - 1]`.
+    joins_started: usize,
+    leaves_started: usize,
+    shutdown: bool,
+}
+
+impl Inner {
+    /// Routes the member's events to whoever waits for them.
+    fn route_events(&mut self) {
+        while let Some(ev) = self.member.poll_event() {
+            match ev {
+                Event::Request { id, data } => self.requests.push_back(Request { id, data }),
+                Event::Replies(r) => {
+                    self.outcomes.insert(r.id, Ok(r));
+                }
+                Event::RequestAborted { id } => {
+                    self.outcomes.insert(id, Err(id));
+                }
+                Event::JoinsChecked { added } => self.joins_done.push(added),
+                Event::LeavesChecked { left } => self.leaves_done.push(left),
+                other => {
+                    if matches!(other, Event::BecameCoord { .. }) {
+                        // A new coordinator has no polls queued: a former reign's unfinished
+                        // polls were answered `Deposed` and will never complete.
+                        self.joins_started = self.joins_done.len();
+                        self.leaves_started = self.leaves_done.len();
+                    }
+                    if self.events.len() == EVENT_BACKLOG {
+                        self.events.pop_front();
+                        self.stats.events_dropped += 1;
+                    }
+                    self.events.push_back(other);
+                }
+            }
+        }
+    }
+}
+
+/// One member of a GCBRR group over UDP. See the [module docs](self).
+#[derive(Debug)]
+pub struct GroupSocket {
+    shared: Arc<Shared<Inner>>,
+    thread: Option<JoinHandle<()>>,
+    pid: u32,
+    local: SocketAddr,
+}
+
+fn udp_socket(addr: SocketAddr, dscp: Option<u8>) -> Result<socket2::Socket, GroupError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if let Some(d) = dscp {
+        if d > 63 {
+            return Err(GroupError::Config(format!("dscp {d} exceeds 63")));
+        }
+        s.set_tos_v4(u32::from(d) << 2)?;
+    }
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// The unicast socket (bound to `local`, allowed to broadcast) and the broadcast one.
+fn bind(cfg: &GroupConfig) -> Result<(std::net::UdpSocket, std::net::UdpSocket), GroupError> {
+    let (SocketAddr::V4(local), SocketAddr::V4(bcast)) = (cfg.local, cfg.broadcast) else {
+        return Err(GroupError::Config("group sockets are IPv4 (broadcast or multicast)".into()));
+    };
+    if local.port() != bcast.port() || local.port() == 0 {
+        return Err(GroupError::Config(format!(
+            "local {local} and broadcast {bcast} must share one nonzero port (the team's)"
+        )));
+    }
+    let uni = udp_socket(cfg.local, cfg.dscp)?;
+    uni.set_broadcast(true)?;
+    uni.set_reuse_address(true)?;
+    if bcast.ip().is_multicast() {
+        uni.set_multicast_if_v4(local.ip())?;
+        uni.set_multicast_loop_v4(true)?;
+    }
+    uni.bind(&cfg.local.into())?;
+    let bc = udp_socket(cfg.broadcast, None)?;
+    bc.set_reuse_address(true)?;
+    if bcast.ip().is_multicast() {
+        bc.join_multicast_v4(bcast.ip(), local.ip())?;
+    }
+    bc.bind(&cfg.broadcast.into())?;
+    Ok((uni.into(), bc.into()))
+}
+
+/// The first packet number of this life: the wall clock in nanoseconds.
+fn first_packet_number() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 2))
+}
+
+impl GroupSocket {
+    /// Binds the sockets and starts the driver. With [`Start::Static`] the socket is a member
+    /// at once; with [`Start::Outside`] call [`join`](Self::join).
+    pub fn open(cfg: GroupConfig, start: Start) -> Result<Self, GroupError> {
+        let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
+            .map_err(|e| GroupError::Config(e.to_string()))?;
+        let (uni, bc) = bind(&cfg)?;
+        let local = uni.local_addr()?;
+        let mut uni = UdpSocket::from_std(uni);
+        let mut bc = UdpSocket::from_std(bc);
+        let poll = Poll::new()?;
+        let timer = TimerFd::new()?;
+        poll.registry().register(&mut uni, UNICAST, Interest::READABLE)?;
+        poll.registry().register(&mut bc, BROADCAST, Interest::READABLE)?;
+        poll.registry().register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
+        let waker = Waker::new(poll.registry(), WAKE)?;
+        let clock_zero = cohort_time::Instant::ZERO;
+        let member = match start {
+            Start::Static(pids) => Member::with_group(cfg.group, cfg.pid, &pids, clock_zero)?,
+            Start::Outside { incarnation } => {
+                Member::new(cfg.group, cfg.pid, incarnation).map_err(|e| GroupError::Config(e.to_string()))?
+            }
+        };
+        let inner = Inner {
+            member,
+            secure: Secure::starting_at(key, cfg.pid, kind::GROUP, first_packet_number()),
+            addrs: HashMap::new(),
+            stats: GroupSocketStats::default(),
+            requests: VecDeque::new(),
+            events: VecDeque::new(),
+            outcomes: BTreeMap::new(),
+            joins_done: Vec::new(),
+            leaves_done: Vec::new(),
+            joins_started: 0,
+            leaves_started: 0,
+            shutdown: false,
+        };
+        let shared = Arc::new(Shared::new(inner, waker));
+        let s2 = shared.clone();
+        let io = Io { uni, bc, broadcast: cfg.broadcast, pid: cfg.pid };
+        let thread = std::thread::Builder::new().name(format!("cohort-group-{}", cfg.pid)).spawn(move || {
+            if let Err(e) = drive(&s2, poll, &io, &timer) {
+                tracing::error!(%e, "group driver stopped");
+            }
+            s2.lock().shutdown = true;
+            s2.notify();
+        })?;
+        Ok(GroupSocket { shared, thread: Some(thread), pid: cfg.pid, local })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    /// Membership state.
+    pub fn state(&self) -> State {
+        self.shared.lock().member.state()
+    }
+
+    /// The coordinator, as this process sees it.
+    pub fn coordinator(&self) -> Option<u32> {
+        self.shared.lock().member.coordinator()
+    }
+
+    pub fn is_coordinator(&self) -> bool {
+        self.shared.lock().member.is_coordinator()
+    }
+
+    /// The members of this process's view, by pid.
+    pub fn members(&self) -> Vec<u32> {
+        self.shared.lock().member.view().pids()
+    }
+
+    pub fn stats(&self) -> GroupSocketStats {
+        let g = self.shared.lock();
+        let mut s = g.stats;
+        s.member = g.member.stats();
+        s.rejected_frames = g.secure.rejected();
+        s.frames = g.secure.counters();
+        s
+    }
+
+    /// Runs `f` on the member, then lets the driver send what it queued.
+    fn with_member<T>(&self, f: impl FnOnce(&mut Member, cohort_time::Instant) -> T) -> Result<T, GroupError> {
+        self.with_inner(|i, now| f(&mut i.member, now))
+    }
+
+    fn with_inner<T>(&self, f: impl FnOnce(&mut Inner, cohort_time::Instant) -> T) -> Result<T, GroupError> {
+        let r = {
+            let mut g = self.shared.lock();
+            if g.shutdown {
+                return Err(GroupError::Stopped);
+            }
+            let now = self.shared.clock.now();
+            let r = f(&mut g, now);
+            g.route_events();
+            r
+        };
+        self.shared.waker.wake()?;
+        Ok(r)
+    }
+
+    /// Blocks until `done` yields a value, the driver stops, or `timeout` passes.
+    fn wait<T>(
+        &self,
+        timeout: Option<Duration>,
+        mut done: impl FnMut(&mut Inner) -> Option<T>,
+    ) -> Result<T, GroupError> {
+        let mut out = None;
+        let (g, w) = self.shared.wait_until(
+            timeout.map(|t| Instant::now() + t),
+            |i| i.shutdown,
+            |i| {
+                out = done(i);
+                out.is_some()
+            },
+        );
+        drop(g);
+        match (w, out) {
+            (Wait::Done, Some(v)) => Ok(v),
+            (Wait::TimedOut, _) => Err(GroupError::TimedOut),
+            _ => Err(GroupError::Stopped),
+        }
+    }
+
+    /// Async [`wait`](Self::wait), without a timeout (wrap it in the executor's).
+    async fn wait_async<T>(&self, mut done: impl FnMut(&mut Inner) -> Option<T>) -> Result<T, GroupError> {
+        loop {
+            let seen = self.shared.generation();
+            if let Some(v) = done(&mut self.shared.lock()) {
+                return Ok(v);
+            }
+            if !self.shared.changed_since(seen, |i| i.shutdown).await {
+                return Err(GroupError::Stopped);
+            }
+        }
+    }
+
+    /// Issues `RequestReply(pids, data, proc_t)` as coordinator; the replies come from
+    /// [`wait_replies`](Self::wait_replies). Requests queue behind the operation in progress.
+    pub fn start_request(&self, pids: &[u32], data: &[u8], proc_t: Duration) -> Result<RequestId, GroupError> {
+        Ok(self.with_member(|m, now| m.request_reply(now, pids, data.to_vec(), proc_t))??)
+    }
+
+    fn take_outcome(i: &mut Inner, id: RequestId) -> Option<Result<Replies, GroupError>> {
+        let r = i.outcomes.remove(&id)?;
+        Some(r.map_err(GroupError::Aborted))
+    }
+
+    /// Waits for the outcome of request `id`: every addressed process answered or failed.
+    pub fn wait_replies(&self, id: RequestId, timeout: Option<Duration>) -> Result<Replies, GroupError> {
+        self.wait(timeout, |i| Self::take_outcome(i, id))?
+    }
+
+    /// `RequestReply`: sends `data` to the members among `pids` and waits for their replies
+    /// (each answering process exactly once; those that fail or leave are listed in
+    /// [`Replies::failed`]).
+    pub fn request_reply(
+        &self,
+        pids: &[u32],
+        data: &[u8],
+        proc_t: Duration,
+        timeout: Option<Duration>,
+    ) -> Result<Replies, GroupError> {
+        let id = self.start_request(pids, data, proc_t)?;
+        self.wait_replies(id, timeout)
+    }
+
+    /// Async [`request_reply`](Self::request_reply).
+    pub async fn request_reply_async(
+        &self,
+        pids: &[u32],
+        data: &[u8],
+        proc_t: Duration,
+    ) -> Result<Replies, GroupError> {
+        let id = self.start_request(pids, data, proc_t)?;
+        self.wait_async(|i| Self::take_outcome(i, id)).await?
+    }
+
+    /// The next request addressed to this process (`ProcessRequest`'s input).
+    pub fn next_request(&self, timeout: Option<Duration>) -> Result<Request, GroupError> {
+        self.wait(timeout, |i| i.requests.pop_front())
+    }
+
+    /// Async [`next_request`](Self::next_request).
+    pub async fn next_request_async(&self) -> Result<Request, GroupError> {
+        self.wait_async(|i| i.requests.pop_front()).await
+    }
+
+    /// Answers request `id`; the reply goes out in this process's slot.
+    pub fn reply(&self, id: IncomingId, data: &[u8]) -> Result<(), GroupError> {
+        Ok(self.with_member(|m, now| m.reply(now, id, data.to_vec()))??)
+    }
+
+    /// The next membership event (`BecameCoord`, `GroupChanged`, `Joined`, `Left`, `Removed`).
+    pub fn next_event(&self, timeout: Option<Duration>) -> Result<Event, GroupError> {
+        self.wait(timeout, |i| i.events.pop_front())
+    }
+
+    /// Async [`next_event`](Self::next_event).
+    pub async fn next_event_async(&self) -> Result<Event, GroupError> {
+        self.wait_async(|i| i.events.pop_front()).await
+    }
+
+    /// Asks to join and waits for the coordinator's join poll and view; returns the members.
+    /// On timeout the process stays in `Join` state (call again to keep waiting).
+    pub fn join(&self, timeout: Option<Duration>) -> Result<Vec<u32>, GroupError> {
+        if self.state() == State::Left {
+            self.with_member(|m, now| m.join(now))??;
+        }
+        self.wait(timeout, |i| (i.member.state() == State::Normal).then(|| i.member.view().pids()))
+    }
+
+    /// Async [`join`](Self::join).
+    pub async fn join_async(&self) -> Result<Vec<u32>, GroupError> {
+        if self.state() == State::Left {
+            self.with_member(|m, now| m.join(now))??;
+        }
+        self.wait_async(|i| (i.member.state() == State::Normal).then(|| i.member.view().pids())).await
+    }
+
+    /// Asks to leave and waits until this process is out of the group.
+    pub fn leave(&self, timeout: Option<Duration>) -> Result<(), GroupError> {
+        self.with_member(|m, now| m.leave(now))??;
+        self.wait(timeout, |i| (i.member.state() == State::Left).then_some(()))
+    }
+
+    /// Async [`leave`](Self::leave).
+    pub async fn leave_async(&self) -> Result<(), GroupError> {
+        self.with_member(|m, now| m.leave(now))??;
+        self.wait_async(|i| (i.member.state() == State::Left).then_some(())).await
+    }
+
+    /// `CheckJoins(join_t)`: one join poll; returns the processes admitted.
+    pub fn check_joins(&self, join_t: Duration, timeout: Option<Duration>) -> Result<Vec<u32>, GroupError> {
+        let n = self.start_poll(true, join_t)?;
+        self.wait(timeout, |i| Self::poll_outcome(i, true, n))?
+    }
+
+    /// `CheckLeaves(leave_t)`: one leave poll; returns the processes that left.
+    pub fn check_leaves(&self, leave_t: Duration, timeout: Option<Duration>) -> Result<Vec<u32>, GroupError> {
+        let n = self.start_poll(false, leave_t)?;
+        self.wait(timeout, |i| Self::poll_outcome(i, false, n))?
+    }
+
+    /// Async [`check_joins`](Self::check_joins).
+    pub async fn check_joins_async(&self, join_t: Duration) -> Result<Vec<u32>, GroupError> {
+        let n = self.start_poll(true, join_t)?;
+        self.wait_async(|i| Self::poll_outcome(i, true, n)).await?
+    }
+
+    /// Async [`check_leaves`](Self::check_leaves).
+    pub async fn check_leaves_async(&self, leave_t: Duration) -> Result<Vec<u32>, GroupError> {
+        let n = self.start_poll(false, leave_t)?;
+        self.wait_async(|i| Self::poll_outcome(i, false, n)).await?
+    }
+
+    /// Queues a join (`joins`) or leave poll; returns the number of its outcome (a
+    /// coordinator completes polls of one kind in the order they were queued).
+    fn start_poll(&self, joins: bool, t: Duration) -> Result<usize, GroupError> {
+        self.with_inner(|i, now| {
+            if joins {
+                i.member.check_joins(now, t)?;
+                i.joins_started += 1;
+                Ok(i.joins_started)
+            } else {
+                i.member.check_leaves(now, t)?;
+                i.leaves_started += 1;
+                Ok(i.leaves_started)
+            }
+        })?
+    }
+
+    fn poll_outcome(i: &mut Inner, joins: bool, n: usize) -> Option<Result<Vec<u32>, GroupError>> {
+        let done = if joins { &i.joins_done } else { &i.leaves_done };
+        if let Some(r) = done.get(n - 1) {
+            return Some(Ok(r.clone()));
+        }
+        (!i.member.is_coordinator()).then_some(Err(GroupError::Deposed))
+    }
+
+    /// Stops the driver without telling anyone (the others' fault detectors will notice);
+    /// [`leave`](Self::leave) first to depart cleanly.
+    pub fn close(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.shared.lock().shutdown = true;
+        let _ = self.shared.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for GroupSocket {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The driver's sockets.
+struct Io {
+    uni: UdpSocket,
+    bc: UdpSocket,
+    broadcast: SocketAddr,
+    pid: u32,
+}
+
+fn drive(shared: &Shared<Inner>, mut poll: Poll, io: &Io, timer: &TimerFd) -> Result<(), GroupError> {
+    let mut events = Events::with_capacity(64);
+    let mut plain = vec![0u8; Member::MAX_DATAGRAM];
+    let mut wire = vec![0u8; Member::MAX_DATAGRAM + cohort_wire::frame::OVERHEAD];
+    loop {
+        {
+            let mut g = shared.lock();
+            if g.shutdown {
+                return Ok(());
+            }
+            let now = shared.clock.now();
+            g.member.handle_timeout(now);
+            g.route_events();
+            transmit(&mut g, io, now, &mut plain, &mut wire)?;
+            let deadline = g.member.poll_timeout().map(|t| shared.clock.to_std(t));
+            timer.set(deadline)?;
+        }
+        shared.notify();
+        match poll.poll(&mut events, None) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+        for ev in events.iter() {
+            match ev.token() {
+                TIMER => {
+                    timer.acknowledge();
+                }
+                UNICAST => receive(shared, &io.uni, io.pid, &mut wire)?,
+                BROADCAST => receive(shared, &io.bc, io.pid, &mut wire)?,
+                _ => {}
+            }
+        }
+    }
+}
+
+fn transmit(
+    g: &mut Inner,
+    io: &Io,
+    now: cohort_time::Instant,
+    plain: &mut [u8],
+    wire: &mut [u8],
+) -> Result<(), GroupError> {
+    while let Some(t) = g.member.poll_transmit(now, plain) {
+        let to = match t.dest {
+            Dest::Broadcast => io.broadcast,
+            Dest::Unicast(pid) => match g.addrs.get(&pid) {
+                Some(a) => *a,
+                None => {
+                    g.stats.unicast_fallbacks += 1;
+                    io.broadcast
+                }
+            },
+        };
+        let len = match g.secure.seal(&plain[..t.len], wire) {
+            Ok(len) => len,
+            Err(SecureError::Exhausted) => return Err(GroupError::Config("packet numbers exhausted".into())),
+            Err(e) => return Err(GroupError::Io(io::Error::other(e.to_string()))),
+        };
+        match io.uni.send_to(&wire[..len], to) {
+            Ok(_) => {
+                g.stats.datagrams_sent += 1;
+                g.stats.wire_bytes_sent += len as u64;
+            }
+            // A full buffer or a missing route loses the datagram, as the air would; the
+            // protocol's timers repair it.
+            Err(e) => {
+                g.stats.send_errors += 1;
+                tracing::debug!(%e, %to, "group: send_to failed");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) -> Result<(), GroupError> {
+    loop {
+        let (n, from) = match sock.recv_from(buf) {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                tracing::debug!(%e, "group: recv_from");
+                continue;
+            }
+        };
+        let mut g = shared.lock();
+        g.stats.datagrams_received += 1;
+        g.stats.wire_bytes_received += n as u64;
+        let Some((sender, _pn, payload)) = g.secure.open(&mut buf[..n]) else {
+            continue;
+        };
+        if sender == own {
+            g.stats.own_echoes += 1;
+            continue;
+        }
+        let payload = payload.to_vec();
+        g.addrs.insert(sender, from);
+        let now = shared.clock.now();
+        g.member.handle_datagram(now, &payload);
+        g.route_events();
+    }
+}
+
+/// The subnet broadcast address of `ip/prefix`, for building a [`GroupConfig`].
+pub fn subnet_broadcast(ip: Ipv4Addr, prefix: u8) -> IpAddr {
+    let host_bits = 32 - u32::from(prefix.min(32));
+    let mask = if host_bits == 32 { 0 } else { u32::MAX << host_bits };
+    IpAddr::V4(Ipv4Addr::from(u32::from(ip) | !mask))
+}
