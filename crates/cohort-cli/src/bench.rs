@@ -41,6 +41,9 @@ enum Which {
     TestbedFidelity(FidelityArgs),
     /// LRT vs kernel TCP (cubic, bbr), KCP turbo and QUIC across the testbed (root).
     Transport(TransportArgs),
+    /// GCBRR vs TCP/RUP/UUP point-to-point request-reply, TCP group management and Zenoh over
+    /// the emulated 1 Mbit/s 802.11 channel of seed 003 (root).
+    Group(GroupArgs),
     /// Wake-up lateness of the runtime's timerfd timer vs thread::sleep and tokio's sleep.
     Timer {
         #[arg(long)]
@@ -143,6 +146,36 @@ struct TransportArgs {
 }
 
 #[derive(Debug, Args)]
+struct GroupArgs {
+    #[arg(long)]
+    json: bool,
+    /// Group sizes (coordinator included), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [3, 6, 12])]
+    sizes: Vec<usize>,
+    /// Request-reply interactions per system and size.
+    #[arg(long, default_value_t = 1000)]
+    interactions: usize,
+    /// Polls (GCBRR) or messages per node (the others) of the N-to-1 test.
+    #[arg(long, default_value_t = 1000)]
+    polls: usize,
+    /// Payload of every request, reply and message (one full-MTU frame at 1400).
+    #[arg(long, default_value_t = 1400)]
+    payload: usize,
+    /// Initial sizes of the join test, comma-separated (the group grows to 12).
+    #[arg(long, value_delimiter = ',', default_values_t = [2, 4, 6, 8, 10])]
+    join_from: Vec<usize>,
+    /// Coordinator crashes to time.
+    #[arg(long, default_value_t = 5)]
+    failovers: usize,
+    /// Skip the Zenoh baseline.
+    #[arg(long)]
+    no_zenoh: bool,
+    /// Write the figures here, and the JSON next to it (`.json`).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 struct FidelityArgs {
     #[arg(long)]
     json: bool,
@@ -223,6 +256,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         }
         Which::TestbedFidelity(a) => fidelity(&a),
         Which::Transport(a) => transport(&a),
+        Which::Group(a) => group(&a),
         Which::Timer { json, samples, interval_us } => {
             if samples == 0 || interval_us == 0 {
                 return Err(BenchError::Invalid("--samples and --interval-us must be positive".into()));
@@ -397,6 +431,40 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(png) = &a.plot {
         write_and_plot(&png.with_extension("json"), &json, "transport")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
+    use cohort_bench::group::GroupParams;
+    if a.sizes.is_empty() || a.sizes.iter().any(|&n| !(2..=64).contains(&n)) {
+        return Err(BenchError::Invalid("--sizes: each in 2..=64".into()));
+    }
+    if a.join_from.iter().any(|&n| !(1..12).contains(&n)) {
+        return Err(BenchError::Invalid("--join-from: each in 1..12".into()));
+    }
+    if a.interactions == 0 || a.polls == 0 || !(1..=60_000).contains(&a.payload) {
+        return Err(BenchError::Invalid("--interactions, --polls positive; --payload in 1..=60000".into()));
+    }
+    let p = GroupParams {
+        sizes: a.sizes.clone(),
+        interactions: a.interactions,
+        polls: a.polls,
+        payload: a.payload,
+        join_from: a.join_from.clone(),
+        failovers: a.failovers,
+        zenoh: !a.no_zenoh,
+        ..GroupParams::default()
+    };
+    let r = cohort_bench::group::run(&p, |what| eprintln!("group: {what}")).map_err(BenchError::Run)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&r["summary"]).unwrap_or_default());
+    }
+    if let Some(png) = &a.plot {
+        write_and_plot(&png.with_extension("json"), &json, "group")?;
     }
     Ok(ExitCode::SUCCESS)
 }

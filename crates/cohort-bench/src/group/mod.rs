@@ -1,4 +1,542 @@
 //! `cohort bench group`: GCBRR against point-to-point request-reply and Zenoh over the
-//! emulated 802.11 channel of seed 003 §VI (1 Mbit/s, 1500-byte payloads).
+//! emulated 802.11 channel of seed 003 §VI.
+//!
+//! Every system runs as real sockets in the namespaces of one testbed whose nodes share an
+//! emulated 802.11b channel at 1 Mbit/s for unicasts and broadcasts alike (the paper's setup),
+//! one process per node, the coordinator on node `c`. Each message fills one full-MTU frame:
+//! a [`GroupParams::payload`]-byte payload (1400 by default, so that the largest header of any
+//! system still fits a 1500-byte IP packet, and no system splits a message in two).
+//!
+//! * **1-to-N request-reply** (§VI-B): the coordinator issues `interactions` requests at full
+//!   speed to every other node; GCBRR, TCP-SEQ, TCP-PAR, RUP-SEQ, RUP-PAR, and Zenoh `get` to
+//!   N queryables. Throughput is interactions per second over the whole run, latency is each
+//!   interaction's, request issued to last reply.
+//! * **N-to-1 polling** (§VI-C): GCBRR polls with empty requests and the nodes answer with
+//!   their messages; TCP-PAR, RUP-PAR (alternating bit) and UUP-PAR send `polls` messages per
+//!   node at full speed. Throughput is messages per second at the coordinator, first to last
+//!   arrival; the messaging delay is the time between a node's consecutive messages.
+//! * **Join** (§VI-D): the group starts with N nodes and 12 − N join after one join poll. Join
+//!   delay: join poll sent to view received, per joiner; group update delay: join poll sent to
+//!   every member holding the view. Against the TCP-based group management of §VI-D.
+//! * **Fail-over**: the coordinator crashes; the time until the next one takes over.
+//!
+//! `airtime_efficiency` is the airtime of the minimum one GCBRR interaction needs, the request
+//! and N − 1 replies as PPDUs back to back (no contention, no inter-frame space), divided by the
+//! measured time per interaction.
+//!
+//! All nodes are threads of this process (each entered into its namespace before opening its
+//! sockets), so every timestamp comes from one monotonic clock.
 
 pub mod baselines;
+
+use crate::stats::{quantile, round, thin};
+use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
+use cohort_net::group::{GroupConfig, GroupError, GroupSocket, Start};
+use cohort_proto::group::{Config as GroupTiming, Event};
+use serde::Serialize;
+use serde_json::{Value, json};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The team secret of the bench's group.
+const SECRET: &[u8] = b"cohort bench group team secret!!";
+/// Team port of GCBRR; the baselines use the ones after it.
+const GROUP_PORT: u16 = 7400;
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct GroupParams {
+    /// Group sizes, coordinator included.
+    pub sizes: Vec<usize>,
+    /// Request-reply interactions per system and size.
+    pub interactions: usize,
+    /// Polls (GCBRR) or messages per node (the others) in the N-to-1 test.
+    pub polls: usize,
+    /// Payload of every request, reply and message, bytes.
+    pub payload: usize,
+    /// Initial group sizes of the join test (the group grows to 12).
+    pub join_from: Vec<usize>,
+    /// `joinT`: how long a join poll waits for answers, ms (both systems).
+    pub join_t_ms: u64,
+    /// Coordinator crashes to time.
+    pub failovers: usize,
+    /// Run the Zenoh baseline (needs `python3 -c 'import zenoh'`).
+    pub zenoh: bool,
+    /// Hardware queue per station and access category, frames (the driver's and qdisc's
+    /// backlog: large, so that a full-speed sender is slowed down rather than dropped).
+    pub queue_depth: usize,
+    /// GCBRR's timing.
+    #[serde(skip)]
+    pub timing: GroupTiming,
+}
+
+impl Default for GroupParams {
+    fn default() -> Self {
+        GroupParams {
+            sizes: vec![3, 6, 12],
+            interactions: 1000,
+            polls: 1000,
+            payload: 1400,
+            join_from: vec![2, 4, 6, 8, 10],
+            join_t_ms: 200,
+            failovers: 5,
+            zenoh: true,
+            queue_depth: 1000,
+            timing: GroupTiming::default(),
+        }
+    }
+}
+
+/// One testbed: nodes `c`, `m1`, …, on one 802.11b channel at 1 Mbit/s.
+struct Net {
+    tb: Testbed,
+    /// Namespace and address per node, the coordinator first.
+    nodes: Vec<(String, Ipv4Addr)>,
+}
+
+impl Net {
+    fn up(n: usize, p: &GroupParams, run: &str) -> Result<Net, String> {
+        let mut names = vec!["c".to_string()];
+        names.extend((1..n).map(|k| format!("m{k}")));
+        let toml = format!(
+            "name = \"group\"\nmode = \"wifi\"\nnodes = [{}]\nseed = 1\n[wifi]\nphy = \"b\"\ndata_mbps = 1.0\nqueue_depth = {}\n",
+            names.iter().map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(", "),
+            p.queue_depth
+        );
+        let s = TestbedScenario::parse(&toml).map_err(|e| e.to_string())?;
+        let tb = Testbed::up(&s, run, EmuMode::Thread, EmuOptions::default()).map_err(|e| e.to_string())?;
+        let nodes = names
+            .iter()
+            .map(|m| Ok((tb.ns(m)?, tb.addr(m, 0)?)))
+            .collect::<Result<Vec<_>, cohort_emu::TestbedError>>()
+            .map_err(|e| e.to_string())?;
+        Ok(Net { tb, nodes })
+    }
+
+    fn broadcast(&self, port: u16) -> SocketAddr {
+        let ip = self.nodes[0].1.octets();
+        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(ip[0], ip[1], ip[2], 255)), port)
+    }
+
+    fn addr(&self, k: usize, port: u16) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(self.nodes[k].1), port)
+    }
+
+    /// Runs `f` on a new thread inside node `k`'s namespace.
+    fn spawn<T: Send + 'static>(
+        &self,
+        k: usize,
+        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> JoinHandle<Result<T, String>> {
+        let ns = self.nodes[k].0.clone();
+        std::thread::spawn(move || cohort_emu::netns::in_netns(&ns, f).map_err(|e| e.to_string()))
+    }
+
+    /// A GCBRR member on node `k` (pid `k + 1`).
+    fn group_socket(&self, k: usize, p: &GroupParams, port: u16, start: Start) -> Result<GroupSocket, String> {
+        let mut cfg = GroupConfig::new(SECRET, 1, k as u32 + 1, self.addr(k, port), self.broadcast(port));
+        cfg.group = p.timing;
+        let ns = self.nodes[k].0.clone();
+        cohort_emu::netns::in_netns(&ns, move || GroupSocket::open(cfg, start).map_err(std::io::Error::other))
+            .map_err(|e| e.to_string())
+    }
+}
+
+fn join_all<T>(hs: Vec<JoinHandle<Result<T, String>>>) -> Result<Vec<T>, String> {
+    hs.into_iter().map(|h| h.join().map_err(|_| "a node thread panicked".to_string())?).collect()
+}
+
+/// Distribution figures of a set of durations, ms.
+fn dist(d: &[Duration]) -> Value {
+    let mut v: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1e3).collect();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return json!({ "count": 0 });
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    json!({
+        "count": v.len(),
+        "mean_ms": round(mean, 3),
+        "p50_ms": round(quantile(&v, 0.5), 3),
+        "p99_ms": round(quantile(&v, 0.99), 3),
+        "max_ms": round(v[v.len() - 1], 3),
+        "cdf_ms": thin(&v, 200).into_iter().map(|x| round(x, 3)).collect::<Vec<_>>(),
+    })
+}
+
+/// Answers every request with `payload` bytes until `stop`; returns the requests handled.
+fn serve_group(s: Arc<GroupSocket>, payload: usize, stop: Arc<AtomicBool>) -> JoinHandle<Result<u64, String>> {
+    std::thread::spawn(move || {
+        let reply = vec![0x5a; payload];
+        let mut handled = 0;
+        while !stop.load(Ordering::Relaxed) {
+            match s.next_request(Some(Duration::from_millis(50))) {
+                Ok(r) => match s.reply(r.id, &reply) {
+                    Ok(()) => handled += 1,
+                    // A request the coordinator gave up on: nothing to answer.
+                    Err(GroupError::Reply(_)) => {}
+                    Err(e) => return Err(e.to_string()),
+                },
+                Err(GroupError::TimedOut) => {}
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        Ok(handled)
+    })
+}
+
+/// A static group over every node of `net`, members serving; returns the sockets, the servers
+/// and their stop flag.
+type Serving = (Vec<Arc<GroupSocket>>, Vec<JoinHandle<Result<u64, String>>>, Arc<AtomicBool>);
+
+fn static_group(net: &Net, p: &GroupParams, port: u16, reply: usize) -> Result<Serving, String> {
+    let n = net.nodes.len();
+    let pids: Vec<u32> = (1..=n as u32).collect();
+    let socks = (0..n)
+        .map(|k| net.group_socket(k, p, port, Start::Static(pids.clone())).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let servers = socks[1..].iter().map(|s| serve_group(s.clone(), reply, stop.clone())).collect();
+    Ok((socks, servers, stop))
+}
+
+/// GCBRR 1-to-N: `interactions` requests to every member, one after the other.
+fn gcbrr_rr(net: &Net, p: &GroupParams) -> Result<Value, String> {
+    let (socks, servers, stop) = static_group(net, p, GROUP_PORT, p.payload)?;
+    let all: Vec<u32> = (2..=net.nodes.len() as u32).collect();
+    let data = vec![0xa5; p.payload];
+    let proc_t = Duration::from_millis(20);
+    let mut lat = Vec::with_capacity(p.interactions);
+    let mut rebroadcasts = 0u64;
+    let mut failed = 0usize;
+    let t0 = Instant::now();
+    for _ in 0..p.interactions {
+        let r =
+            socks[0].request_reply(&all, &data, proc_t, Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+        lat.push(r.done_at.saturating_duration_since(r.issued_at));
+        rebroadcasts += u64::from(r.broadcasts.saturating_sub(1));
+        failed += r.failed.len();
+    }
+    let total = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let handled = join_all(servers)?;
+    let st = socks[0].stats();
+    drop(socks);
+    Ok(json!({
+        "throughput_per_s": round(p.interactions as f64 / total.as_secs_f64(), 3),
+        "total_s": round(total.as_secs_f64(), 3),
+        "latency": dist(&lat),
+        "rebroadcasts": rebroadcasts,
+        "failed_replies": failed,
+        "handled_per_member": handled,
+        "coordinator_datagrams_sent": st.datagrams_sent,
+    }))
+}
+
+/// GCBRR N-to-1: `polls` empty requests, each node answering with its message.
+fn gcbrr_poll(net: &Net, p: &GroupParams) -> Result<Value, String> {
+    let n = net.nodes.len();
+    let (socks, _, _) = static_group(net, p, GROUP_PORT + 1, 0)?;
+    // The members answer here themselves, recording when each message went out.
+    let stop = Arc::new(AtomicBool::new(false));
+    let payload = p.payload;
+    let senders: Vec<JoinHandle<Result<Vec<Instant>, String>>> = socks[1..]
+        .iter()
+        .map(|s| {
+            let (s, stop) = (s.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let msg = vec![0x3c; payload];
+                let mut sent = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match s.next_request(Some(Duration::from_millis(50))) {
+                        Ok(r) => {
+                            if s.reply(r.id, &msg).is_ok() {
+                                sent.push(Instant::now());
+                            }
+                        }
+                        Err(GroupError::TimedOut) => {}
+                        Err(e) => return Err(e.to_string()),
+                    }
+                }
+                Ok(sent)
+            })
+        })
+        .collect();
+    let all: Vec<u32> = (2..=n as u32).collect();
+    let (mut first, mut last, mut received) = (None::<Instant>, None::<Instant>, 0usize);
+    let t0 = Instant::now();
+    for _ in 0..p.polls {
+        let r = socks[0].request_reply(&all, &[], Duration::from_millis(20), Some(Duration::from_secs(60)));
+        let r = r.map_err(|e| e.to_string())?;
+        received += r.replies.len();
+        // The coordinator's clock: the interaction's end is its last arrival; the first
+        // arrival of the run is no earlier than the first interaction's issue.
+        first.get_or_insert(t0);
+        last = Some(Instant::now());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let sent = join_all(senders)?;
+    drop(socks);
+    let span = last.zip(first).map_or(Duration::ZERO, |(l, f)| l - f);
+    let gaps: Vec<Duration> = sent.iter().flat_map(|s| s.windows(2).map(|w| w[1] - w[0])).collect();
+    Ok(json!({
+        "throughput_msgs_per_s": round(received as f64 / span.as_secs_f64().max(1e-9), 3),
+        "received": received,
+        "expected": p.polls * (n - 1),
+        "messaging_delay": dist(&gaps),
+    }))
+}
+
+/// GCBRR join: `initial` static members, `12 - initial` joiners, one join poll.
+fn gcbrr_join(net: &Net, p: &GroupParams, initial: usize, port: u16) -> Result<Value, String> {
+    let n = net.nodes.len();
+    let pids: Vec<u32> = (1..=initial as u32).collect();
+    let members = (0..initial)
+        .map(|k| net.group_socket(k, p, port, Start::Static(pids.clone())).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let joiners = (initial..n)
+        .map(|k| net.group_socket(k, p, port, Start::Outside { incarnation: 1 }).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let waiting: Vec<JoinHandle<Result<Instant, String>>> = joiners
+        .iter()
+        .map(|j| {
+            let j = j.clone();
+            std::thread::spawn(move || {
+                j.join(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+                Ok(Instant::now())
+            })
+        })
+        .collect();
+    // Let every joiner reach its Join state before the poll.
+    std::thread::sleep(Duration::from_millis(100));
+    let t0 = Instant::now();
+    let added = members[0]
+        .check_joins(Duration::from_millis(p.join_t_ms), Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    let update = t0.elapsed();
+    let joined = join_all(waiting)?;
+    let delays: Vec<Duration> = joined.iter().map(|t| t.saturating_duration_since(t0)).collect();
+    drop((members, joiners));
+    Ok(json!({
+        "admitted": added.len(),
+        "join_delay": dist(&delays),
+        "update_delay_ms": round(update.as_secs_f64() * 1e3, 3),
+    }))
+}
+
+/// GCBRR fail-over: the coordinator closes without a word; time until the next takes over.
+fn gcbrr_failover(net: &Net, p: &GroupParams, port: u16) -> Result<f64, String> {
+    let n = net.nodes.len();
+    let pids: Vec<u32> = (1..=n as u32).collect();
+    let mut socks =
+        (0..n).map(|k| net.group_socket(k, p, port, Start::Static(pids.clone()))).collect::<Result<Vec<_>, _>>()?;
+    // Let heartbeats settle into their rhythm.
+    std::thread::sleep(p.timing.heartbeat_t * 3);
+    let next = socks.remove(1);
+    while next.next_event(Some(Duration::ZERO)).is_ok() {}
+    let crash = Instant::now();
+    socks.remove(0).close();
+    loop {
+        match next.next_event(Some(p.timing.fault_detect_t * 5)) {
+            Ok(Event::BecameCoord { .. }) => return Ok(crash.elapsed().as_secs_f64() * 1e3),
+            Ok(_) => {}
+            Err(e) => return Err(format!("no takeover: {e}")),
+        }
+    }
+}
+
+/// The airtime of one GCBRR interaction's minimum: the request and `n - 1` replies.
+fn min_interaction_airtime(n: usize, payload: usize) -> Duration {
+    use cohort_medium::wifi::Phy;
+    use cohort_medium::wifi::phy::{LLC_SNAP_BYTES, MAC_OVERHEAD_BYTES};
+    use cohort_wire::group::{GroupRepr, Message, PidMask};
+    let data = vec![0; payload];
+    let rmask = PidMask::from_pids(2..=n as u32).unwrap_or_default();
+    let areq = GroupRepr { pid: 1, incarnation: 0, msg: Message::Areq { ticket: 1, seqno: 1, rmask, data: &data } };
+    let arpl =
+        GroupRepr { pid: 2, incarnation: 0, msg: Message::Arpl { coord: 1, coord_inc: 0, seqno: 1, data: &data } };
+    let phy = Phy::dsss(1.0);
+    let air = |msg: usize| {
+        let ip = 20 + 8 + cohort_wire::frame::OVERHEAD + msg;
+        phy.legacy_duration(ip + LLC_SNAP_BYTES + MAC_OVERHEAD_BYTES, 1.0)
+    };
+    air(areq.buffer_len()) + air(arpl.buffer_len()) * (n as u32 - 1)
+}
+
+/// Runs everything; `progress` hears what is starting.
+pub fn run(p: &GroupParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+    let run = format!("gb{}", std::process::id() % 100_000);
+    let mut sizes = Vec::new();
+    for &n in &p.sizes {
+        let net = Net::up(n, p, &run)?;
+        let mut rr = serde_json::Map::new();
+        progress(&format!("{n} nodes: GCBRR request-reply"));
+        rr.insert("gcbrr".into(), gcbrr_rr(&net, p)?);
+        for (name, v) in baselines_rr(&net, p, &mut progress) {
+            rr.insert(name, v);
+        }
+        let mut poll = serde_json::Map::new();
+        progress(&format!("{n} nodes: GCBRR polling"));
+        poll.insert("gcbrr".into(), gcbrr_poll(&net, p)?);
+        for (name, v) in baselines_poll(&net, p, &mut progress) {
+            poll.insert(name, v);
+        }
+        let min = min_interaction_airtime(n, p.payload);
+        let per = rr["gcbrr"]["total_s"].as_f64().unwrap_or(f64::NAN) / p.interactions as f64;
+        sizes.push(json!({
+            "nodes": n,
+            "request_reply": rr,
+            "polling": poll,
+            "min_interaction_airtime_ms": round(min.as_secs_f64() * 1e3, 3),
+            "airtime_efficiency": round(min.as_secs_f64() / per, 4),
+        }));
+        net.tb.down().map_err(|e| e.to_string())?;
+    }
+    let net = Net::up(12, p, &run)?;
+    let mut joins = Vec::new();
+    for (k, &initial) in p.join_from.iter().enumerate() {
+        progress(&format!("join: 12 from {initial}"));
+        let g = gcbrr_join(&net, p, initial, GROUP_PORT + 10 + k as u16)?;
+        let t = baseline_join(&net, p, initial, GROUP_PORT + 30 + k as u16);
+        joins.push(json!({ "initial": initial, "gcbrr": g, "tcp": t }));
+    }
+    progress("fail-over");
+    let mut failover = Vec::new();
+    for k in 0..p.failovers {
+        failover.push(round(gcbrr_failover(&net, p, GROUP_PORT + 50 + k as u16)?, 3));
+    }
+    net.tb.down().map_err(|e| e.to_string())?;
+    let mut report = json!({
+        "params": p,
+        "timing": {
+            "msg_t_ms": p.timing.msg_t.as_secs_f64() * 1e3,
+            "fault_detect_t_ms": p.timing.fault_detect_t.as_secs_f64() * 1e3,
+            "heartbeat_t_ms": p.timing.heartbeat_t.as_secs_f64() * 1e3,
+        },
+        "sizes": sizes,
+        "join": joins,
+        "failover_ms": failover,
+    });
+    report["summary"] = summary(&report, p);
+    Ok(report)
+}
+
+fn get(v: &Value, path: &[&str]) -> f64 {
+    path.iter().try_fold(v, |v, k| v.get(*k)).and_then(Value::as_f64).unwrap_or(f64::NAN)
+}
+
+/// The issue's figures at the largest size, and whether each goal holds.
+fn summary(r: &Value, p: &GroupParams) -> Value {
+    let Some(big) = r["sizes"].as_array().and_then(|s| s.last()) else { return json!({}) };
+    let rr = &big["request_reply"];
+    let thr = |s: &str| get(rr, &[s, "throughput_per_s"]);
+    let lat = |s: &str| get(rr, &[s, "latency", "mean_ms"]);
+    let best = |a: f64, b: f64| {
+        if a.is_nan() {
+            b
+        } else if b.is_nan() {
+            a
+        } else {
+            a.max(b)
+        }
+    };
+    let low = |a: f64, b: f64| {
+        if a.is_nan() {
+            b
+        } else if b.is_nan() {
+            a
+        } else {
+            a.min(b)
+        }
+    };
+    let g = thr("gcbrr");
+    let tcp = best(thr("tcp_seq"), thr("tcp_par"));
+    let rup = best(thr("rup_seq"), thr("rup_par"));
+    let join = r["join"].as_array().cloned().unwrap_or_default();
+    let mean_of = |sys: &str| {
+        let v: Vec<f64> =
+            join.iter().map(|j| get(j, &[sys, "join_delay", "mean_ms"])).filter(|x| x.is_finite()).collect();
+        if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 }
+    };
+    let failover =
+        r["failover_ms"].as_array().map_or(f64::NAN, |v| v.iter().filter_map(Value::as_f64).fold(f64::NAN, f64::max));
+    let bound = (p.timing.fault_detect_t + p.timing.msg_t).as_secs_f64() * 1e3;
+    let s = json!({
+        "nodes": big["nodes"],
+        "throughput_ratio_vs_tcp": round(g / tcp, 3),
+        "throughput_ratio_vs_rup": round(g / rup, 3),
+        "throughput_ratio_vs_zenoh": round(g / thr("zenoh"), 3),
+        "latency_ratio_vs_tcp": round(lat("gcbrr") / low(lat("tcp_seq"), lat("tcp_par")), 3),
+        "latency_ratio_vs_rup": round(lat("gcbrr") / low(lat("rup_seq"), lat("rup_par")), 3),
+        "airtime_efficiency": big["airtime_efficiency"],
+        "join_delay_ratio_vs_tcp": round(mean_of("gcbrr") / mean_of("tcp"), 3),
+        "failover_ms": round(failover, 3),
+        "failover_bound_ms": bound,
+    });
+    let ok = |k: &str, f: &dyn Fn(f64) -> bool| s[k].as_f64().is_some_and(f);
+    let mut s = s.clone();
+    s["goals_met"] = json!({
+        "throughput_vs_tcp": ok("throughput_ratio_vs_tcp", &|x| x >= 2.22),
+        "throughput_vs_rup": ok("throughput_ratio_vs_rup", &|x| x >= 1.76),
+        "latency_vs_tcp": ok("latency_ratio_vs_tcp", &|x| x <= 0.5),
+        "airtime_efficiency": ok("airtime_efficiency", &|x| x >= 0.9),
+        "join_delay_vs_tcp": ok("join_delay_ratio_vs_tcp", &|x| x <= 0.33),
+        "failover": ok("failover_ms", &|x| x <= bound),
+    });
+    s
+}
+
+/// The point-to-point and Zenoh 1-to-N runs on `net`.
+fn baselines_rr(_net: &Net, _p: &GroupParams, _progress: &mut impl FnMut(&str)) -> Vec<(String, Value)> {
+    Vec::new()
+}
+
+/// The point-to-point N-to-1 runs on `net`.
+fn baselines_poll(_net: &Net, _p: &GroupParams, _progress: &mut impl FnMut(&str)) -> Vec<(String, Value)> {
+    Vec::new()
+}
+
+/// The TCP group management join on `net`.
+fn baseline_join(_net: &Net, _p: &GroupParams, _initial: usize, _port: u16) -> Value {
+    Value::Null
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimum_airtime_counts_every_frame_at_one_megabit() {
+        // 12 frames of about 1.5 kB at 1 Mbit/s: about 12 ms each.
+        let t = min_interaction_airtime(12, 1400);
+        assert!(t > Duration::from_millis(12 * 12) && t < Duration::from_millis(12 * 14), "{t:?}");
+        assert!(min_interaction_airtime(3, 1400) < min_interaction_airtime(6, 1400));
+    }
+
+    #[test]
+    fn summary_takes_the_best_baseline_and_checks_goals() {
+        let p = GroupParams::default();
+        let r = json!({
+            "sizes": [{ "nodes": 12, "airtime_efficiency": 0.95, "request_reply": {
+                "gcbrr": { "throughput_per_s": 6.0, "latency": { "mean_ms": 160.0 } },
+                "tcp_seq": { "throughput_per_s": 2.0, "latency": { "mean_ms": 500.0 } },
+                "tcp_par": { "throughput_per_s": 2.5, "latency": { "mean_ms": 400.0 } },
+                "rup_seq": { "throughput_per_s": 3.0, "latency": { "mean_ms": 330.0 } },
+            }}],
+            "join": [{ "gcbrr": { "join_delay": { "mean_ms": 100.0 } }, "tcp": { "join_delay": { "mean_ms": 400.0 } } }],
+            "failover_ms": [900.0, 1020.0],
+        });
+        let s = summary(&r, &p);
+        assert_eq!(s["throughput_ratio_vs_tcp"], 2.4);
+        assert_eq!(s["throughput_ratio_vs_rup"], 2.0);
+        assert_eq!(s["latency_ratio_vs_tcp"], 0.4);
+        assert_eq!(s["join_delay_ratio_vs_tcp"], 0.25);
+        assert_eq!(s["failover_ms"], 1020.0);
+        assert_eq!(s["goals_met"]["failover"], true);
+        assert_eq!(s["goals_met"]["throughput_vs_tcp"], true);
+        assert!(s["throughput_ratio_vs_zenoh"].is_null(), "no Zenoh run: no ratio");
+    }
+}
