@@ -2442,6 +2442,41 @@ mod tests {
         assert_eq!((run.joined, run.epoch, run.view.len()), (0, 0, 1));
     }
 
+    /// The exact Rust-built invocations, end to end on loopback; skipped (passes) when
+    /// `python3` cannot import `zenoh`.
+    #[test]
+    fn zenoh_commands_run_end_to_end_when_zenoh_is_installed() {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let has_zenoh = Command::new("python3")
+            .args(["-c", "import zenoh"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !has_zenoh {
+            eprintln!("skipped: python3 cannot import zenoh");
+            return;
+        }
+        let port = TcpListener::bind(lo()).unwrap().local_addr().unwrap().port();
+        let endpoint = format!("tcp/127.0.0.1:{port}");
+        let mut q = zenoh_queryable_command("python3", &endpoint, "cohort/rr/1", 100, Duration::from_secs(20))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        io::BufReader::new(q.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        let out = zenoh_get_command("python3", &[endpoint], "cohort/rr/*", 1, 100, 5, Duration::from_secs(8))
+            .output()
+            .unwrap();
+        q.kill().unwrap();
+        q.wait().unwrap();
+        assert!(out.status.success());
+        let got = parse_zenoh_get(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        assert_eq!((got.complete, got.latencies_ms.len()), (5, 5));
+    }
+
     #[test]
     fn zenoh_commands_and_output() {
         let c = zenoh_queryable_command("python3", "tcp/10.77.0.2:7447", "cohort/rr/2", 1500, Duration::from_secs(30));
