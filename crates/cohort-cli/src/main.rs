@@ -3,6 +3,7 @@
 mod bench;
 mod demo;
 mod demo_lrt;
+mod group_cmd;
 mod lrt_cmd;
 mod python;
 mod sim_cmd;
@@ -24,6 +25,9 @@ enum Command {
     Demo(demo::DemoArgs),
     /// The coded transport over real UDP: `cohort lrt recv --listen ADDR`, `cohort lrt send ADDR`.
     Lrt(lrt_cmd::LrtArgs),
+    /// A GCBRR group member over real UDP: `cohort group run --pid N --addr IP:PORT
+    /// --broadcast IP:PORT [--group 1,2,3]`; shows membership changes live.
+    Group(group_cmd::GroupArgs),
     /// Deterministic simulation: `cohort sim run SCENARIO --seed N` or `--seeds A..B`.
     Sim(sim_cmd::SimArgs),
     /// Run a benchmark (baselines in the same run); `--json` prints the figures.
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
     let result: Result<ExitCode, Box<dyn std::error::Error>> = match cli.command {
         Command::Demo(a) => demo::run(&a).map_err(Into::into),
         Command::Lrt(a) => lrt_cmd::run(&a).map_err(Into::into),
+        Command::Group(a) => group_cmd::run(&a).map_err(Into::into),
         Command::Sim(a) => sim_cmd::run(&a).map_err(Into::into),
         Command::Bench(a) => bench::run(a).map_err(Into::into),
         Command::Testbed(a) => testbed_cmd::run(&a).map_err(Into::into),

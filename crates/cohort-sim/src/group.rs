@@ -84,7 +84,7 @@ impl Default for GroupScenario {
 }
 
 /// What one seeded run did.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct GroupOutcome {
     pub seed: u64,
     pub trace_hash: String,
