@@ -29,6 +29,11 @@
 
 pub mod baselines;
 
+use baselines::{
+    Flow, FlowSink, FlowTimers, GmCoordinator, GmMember, GmRound, Rr, RrServer, flow_source, parse_zenoh_get,
+    rr_coordinator, zenoh_get_command, zenoh_queryable_command,
+};
+
 use crate::stats::{quantile, round, thin};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use cohort_net::group::{GroupConfig, GroupError, GroupSocket, Start};
@@ -59,7 +64,10 @@ pub struct GroupParams {
     pub payload: usize,
     /// Initial group sizes of the join test (the group grows to 12).
     pub join_from: Vec<usize>,
-    /// `joinT`: how long a join poll waits for answers, ms (both systems).
+    /// GCBRR's `joinT`, ms: its join poll waits `2·MsgT + joinT` for answers (Alg. 3). The
+    /// TCP coordinator is told how many joiners to expect and pushes the view as soon as all
+    /// have connected (as in §VI-D: "the time it takes for the coordinator to receive all
+    /// join/connection requests"), an advantage GCBRR's fixed wait does not get.
     pub join_t_ms: u64,
     /// Coordinator crashes to time.
     pub failovers: usize,
@@ -81,7 +89,7 @@ impl Default for GroupParams {
             polls: 1000,
             payload: 1400,
             join_from: vec![2, 4, 6, 8, 10],
-            join_t_ms: 200,
+            join_t_ms: 0,
             failovers: 5,
             zenoh: true,
             queue_depth: 1000,
@@ -489,19 +497,198 @@ fn summary(r: &Value, p: &GroupParams) -> Value {
     s
 }
 
+/// A generous bound for a run of `count` exchanges of `n` nodes at 1 Mbit/s.
+fn deadline_for(count: usize, n: usize) -> Instant {
+    Instant::now() + Duration::from_secs(60) + Duration::from_millis(60) * (count * n) as u32
+}
+
 /// The point-to-point and Zenoh 1-to-N runs on `net`.
-fn baselines_rr(_net: &Net, _p: &GroupParams, _progress: &mut impl FnMut(&str)) -> Vec<(String, Value)> {
-    Vec::new()
+fn baselines_rr(net: &Net, p: &GroupParams, progress: &mut impl FnMut(&str)) -> Vec<(String, Value)> {
+    let n = net.nodes.len();
+    let mut out = Vec::new();
+    for (i, kind) in Rr::ALL.into_iter().enumerate() {
+        progress(&format!("{n} nodes: {} request-reply", kind.name()));
+        let v = p2p_rr(net, p, kind, GROUP_PORT + 100 + i as u16).unwrap_or_else(|e| json!({ "error": e }));
+        out.push((kind.name().replace('-', "_").to_lowercase(), v));
+    }
+    if p.zenoh {
+        progress(&format!("{n} nodes: Zenoh get"));
+        out.push(("zenoh".into(), zenoh_rr(net, p, GROUP_PORT + 120).unwrap_or_else(|e| json!({ "error": e }))));
+    }
+    out
+}
+
+fn p2p_rr(net: &Net, p: &GroupParams, kind: Rr, port: u16) -> Result<Value, String> {
+    let n = net.nodes.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut servers = Vec::new();
+    for k in 1..n {
+        let addr = net.addr(k, port);
+        let server = net.spawn(k, move || RrServer::bind(kind, addr)).join().map_err(|_| "bind panicked")??;
+        let (stop, len) = (stop.clone(), p.payload);
+        servers.push(std::thread::spawn(move || server.serve(len, &stop).map_err(|e| e.to_string())));
+    }
+    let members: Vec<SocketAddr> = (1..n).map(|k| net.addr(k, port)).collect();
+    let (len, count, deadline) = (p.payload, p.interactions, deadline_for(p.interactions, n));
+    let run = net.spawn(0, move || rr_coordinator(kind, &members, len, count, deadline)).join();
+    stop.store(true, Ordering::Relaxed);
+    let served = join_all(servers)?;
+    let r = run.map_err(|_| "coordinator panicked")??;
+    Ok(json!({
+        "throughput_per_s": round(r.latencies.len() as f64 / r.total.as_secs_f64(), 3),
+        "total_s": round(r.total.as_secs_f64(), 3),
+        "latency": dist(&r.latencies),
+        "retransmissions": r.retransmissions,
+        "duplicates_at_members": served.iter().map(|s| s.duplicates).sum::<u64>(),
+        "bytes_sent": r.bytes_sent,
+    }))
+}
+
+/// Zenoh: a queryable per member (`python3 -m cohort.zenoh_rr`), one `get` per interaction.
+fn zenoh_rr(net: &Net, p: &GroupParams, port: u16) -> Result<Value, String> {
+    let n = net.nodes.len();
+    let deadline = deadline_for(p.interactions, n);
+    let life = deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(10);
+    let mut children = Vec::new();
+    let mut connect = Vec::new();
+    for k in 1..n {
+        let ep = format!("tcp/{}", net.addr(k, port));
+        let mut cmd = zenoh_queryable_command("python3", &ep, &format!("cohort/rr/{k}"), p.payload, life);
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
+        let child = net.spawn(k, move || cmd.spawn()).join().map_err(|_| "spawn panicked")??;
+        children.push(Child(child));
+        connect.push(ep);
+    }
+    for c in &mut children {
+        c.wait_ready()?;
+    }
+    let timeout = deadline.saturating_duration_since(Instant::now());
+    let mut cmd = zenoh_get_command("python3", &connect, "cohort/rr/*", n - 1, p.payload, p.interactions, timeout);
+    cmd.stderr(std::process::Stdio::inherit());
+    let out = net.spawn(0, move || cmd.output()).join().map_err(|_| "get panicked")??;
+    drop(children);
+    let r = parse_zenoh_get(&String::from_utf8_lossy(&out.stdout)).map_err(|e| e.to_string())?;
+    let lat: Vec<Duration> = r.latencies_ms.iter().map(|&ms| Duration::from_secs_f64(ms / 1e3)).collect();
+    Ok(json!({
+        "throughput_per_s": round(r.complete as f64 / r.total_s, 3),
+        "total_s": round(r.total_s, 3),
+        "latency": dist(&lat),
+        "complete": r.complete,
+    }))
+}
+
+/// A child process killed when dropped.
+struct Child(std::process::Child);
+
+impl Child {
+    /// Waits for the child's `ready` line.
+    fn wait_ready(&mut self) -> Result<(), String> {
+        use std::io::BufRead;
+        let out = self.0.stdout.take().ok_or("no stdout")?;
+        let mut line = String::new();
+        std::io::BufReader::new(out).read_line(&mut line).map_err(|e| e.to_string())?;
+        if line.trim() == "ready" { Ok(()) } else { Err(format!("zenoh queryable did not start: {line:?}")) }
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// The point-to-point N-to-1 runs on `net`.
-fn baselines_poll(_net: &Net, _p: &GroupParams, _progress: &mut impl FnMut(&str)) -> Vec<(String, Value)> {
-    Vec::new()
+fn baselines_poll(net: &Net, p: &GroupParams, progress: &mut impl FnMut(&str)) -> Vec<(String, Value)> {
+    let n = net.nodes.len();
+    Flow::ALL
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            progress(&format!("{n} nodes: {} N-to-1", kind.name()));
+            let v = p2p_flow(net, p, kind, GROUP_PORT + 140 + i as u16).unwrap_or_else(|e| json!({ "error": e }));
+            (kind.name().replace('-', "_").to_lowercase(), v)
+        })
+        .collect()
 }
 
-/// The TCP group management join on `net`.
-fn baseline_join(_net: &Net, _p: &GroupParams, _initial: usize, _port: u16) -> Value {
-    Value::Null
+fn p2p_flow(net: &Net, p: &GroupParams, kind: Flow, port: u16) -> Result<Value, String> {
+    let n = net.nodes.len();
+    let coord = net.addr(0, port);
+    let sink = net.spawn(0, move || FlowSink::bind(kind, coord)).join().map_err(|_| "bind panicked")??;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (polls, len, deadline) = (p.polls, p.payload, deadline_for(p.polls, n));
+    let st = stop.clone();
+    let sink = std::thread::spawn(move || {
+        sink.run(n - 1, polls, FlowTimers::default(), deadline, &st).map_err(|e| e.to_string())
+    });
+    let sources: Vec<_> =
+        (1..n).map(|k| net.spawn(k, move || flow_source(kind, coord, k as u32, polls, len, deadline))).collect();
+    let sources = join_all(sources);
+    if sources.is_err() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    let r = sink.join().map_err(|_| "sink panicked")??;
+    let sources = sources?;
+    let received = r.total_received();
+    let gaps: Vec<Duration> = sources.iter().flat_map(|s| s.gaps.iter().copied()).collect();
+    let expected = polls * (n - 1);
+    Ok(json!({
+        "throughput_msgs_per_s": round(received as f64 / r.span().unwrap_or_default().as_secs_f64().max(1e-9), 3),
+        "received": received,
+        "expected": expected,
+        "loss": round(1.0 - received as f64 / expected as f64, 4),
+        "retransmissions": sources.iter().map(|s| s.retransmissions).sum::<u64>(),
+        "messaging_delay": dist(&gaps),
+    }))
+}
+
+/// The TCP group management of §VI-D: `initial` members connected, `12 - initial` joiners
+/// connect on one broadcast join poll, the view goes over every connection.
+fn baseline_join(net: &Net, p: &GroupParams, initial: usize, port: u16) -> Value {
+    tcp_join(net, p, initial, port).unwrap_or_else(|e| json!({ "error": e }))
+}
+
+fn tcp_join(net: &Net, p: &GroupParams, initial: usize, port: u16) -> Result<Value, String> {
+    let n = net.nodes.len();
+    let listen = net.addr(0, port);
+    let poll_port = port + 1;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut coord = net.spawn(0, move || GmCoordinator::bind(listen)).join().map_err(|_| "bind panicked")??;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut members = Vec::new();
+    for k in 1..initial {
+        let st = stop.clone();
+        members.push(net.spawn(k, move || GmMember::initial().run(listen, deadline, &st)));
+    }
+    let mut joiners = Vec::new();
+    for k in initial..n {
+        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), poll_port);
+        let j = net.spawn(k, move || GmMember::joiner(any)).join().map_err(|_| "bind panicked")??;
+        let st = stop.clone();
+        joiners.push(net.spawn(k, move || j.run(listen, deadline, &st)));
+    }
+    let bcast = net.broadcast(poll_port);
+    // The window closes once every expected joiner has connected; the cap only bounds it.
+    let (expected, cap) = (n - initial, Duration::from_millis(p.join_t_ms) + Duration::from_secs(5));
+    let run = net
+        .spawn(0, move || {
+            coord.accept_initial(initial - 1, deadline)?;
+            let round = GmRound { poll_to: &[bcast], joiners_expected: expected, join_t: cap, close_early: true };
+            coord.join_round(&round, deadline)
+        })
+        .join()
+        .map_err(|_| "coordinator panicked")?;
+    stop.store(true, Ordering::Relaxed);
+    let joined = join_all(joiners);
+    let _ = join_all(members);
+    let r = run?;
+    let delays: Vec<Duration> = joined?.iter().filter_map(|j| j.join_delay).collect();
+    Ok(json!({
+        "admitted": r.joined,
+        "join_delay": dist(&delays),
+        "update_delay_ms": round(r.update_delay.as_secs_f64() * 1e3, 3),
+    }))
 }
 
 #[cfg(test)]
