@@ -1,7 +1,8 @@
 """Render a ``cohort bench`` JSON report as a PNG chart.
 
 Usage: ``python -m cohort.plot KIND REPORT.json OUT.png`` with KIND one of ``coding`` (kernel
-throughput and decoder comparison) or ``lrt`` (delay CDFs of LRT and the block scheme). The Rust
+throughput and decoder comparison), ``lrt`` (delay CDFs of LRT and the block scheme),
+``fidelity``, ``transport`` or ``group`` (GCBRR against its baselines). The Rust
 CLI calls this for ``--out``. Exit status 2 means bad arguments or a report of the wrong shape.
 """
 
@@ -147,11 +148,90 @@ def plot_transport(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+GROUP_COLORS = {
+    "gcbrr": "tab:red",
+    "tcp_seq": "tab:blue",
+    "tcp_par": "tab:cyan",
+    "rup_seq": "tab:green",
+    "rup_par": "tab:olive",
+    "uup_par": "tab:gray",
+    "zenoh": "tab:purple",
+}
+
+
+def _bars(ax: Any, sizes: list[dict[str, Any]], part: str, key: str) -> None:
+    """Grouped bars: one group per size, one bar per system."""
+    systems = [s for s in GROUP_COLORS if any(s in size[part] for size in sizes)]
+    width = 0.8 / max(1, len(systems))
+    for i, name in enumerate(systems):
+        xs, ys = [], []
+        for j, size in enumerate(sizes):
+            v = size[part].get(name, {}).get(key)
+            if isinstance(v, (int, float)):
+                xs.append(j + (i - (len(systems) - 1) / 2) * width)
+                ys.append(v)
+        ax.bar(xs, ys, width=width, label=name, color=GROUP_COLORS[name])
+    ax.set_xticks(range(len(sizes)), [f"{size['nodes']} nodes" for size in sizes])
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def plot_group(report: dict[str, Any], out: Path) -> None:
+    """Request-reply and polling throughput per size, latency CDFs at the largest size,
+    join delays per initial size."""
+    _need(report, "sizes", "join", "summary")
+    sizes = report["sizes"]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8))
+    _bars(axes[0][0], sizes, "request_reply", "throughput_per_s")
+    axes[0][0].set_title("1-to-N request-reply throughput")
+    axes[0][0].set_ylabel("interactions / s")
+    _bars(axes[0][1], sizes, "polling", "throughput_msgs_per_s")
+    axes[0][1].set_title("N-to-1 message throughput")
+    axes[0][1].set_ylabel("messages / s")
+    ax = axes[1][0]
+    if sizes:
+        big = sizes[-1]
+        for name, color in GROUP_COLORS.items():
+            cdf = big["request_reply"].get(name, {}).get("latency", {}).get("cdf_ms")
+            if cdf:
+                n = len(cdf)
+                ax.plot(cdf, [(i + 1) / n for i in range(n)], label=name, color=color)
+        ax.set_title(f"request-reply latency, {big['nodes']} nodes")
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("CDF")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax = axes[1][1]
+    joins = report["join"]
+    for name, color in (("gcbrr", "tab:red"), ("tcp", "tab:blue")):
+        xs = [j["initial"] for j in joins if "join_delay" in j.get(name, {})]
+        ys = [j[name]["join_delay"].get("mean_ms") for j in joins if "join_delay" in j.get(name, {})]
+        ax.plot(xs, ys, marker="o", label=f"{name} join delay", color=color)
+        us = [j[name].get("update_delay_ms") for j in joins if "join_delay" in j.get(name, {})]
+        ax.plot(xs, us, marker="s", linestyle="--", label=f"{name} group update", color=color)
+    ax.set_title("joining up to 12 nodes in one poll")
+    ax.set_xlabel("initial group size")
+    ax.set_ylabel("ms")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    s = report["summary"]
+    fig.suptitle(
+        f"GCBRR at {s.get('nodes')} nodes: throughput x{s.get('throughput_ratio_vs_tcp')} TCP, "
+        f"x{s.get('throughput_ratio_vs_rup')} RUP, x{s.get('throughput_ratio_vs_zenoh')} Zenoh; "
+        f"airtime efficiency {s.get('airtime_efficiency')}; fail-over {s.get('failover_ms')} ms"
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coding": plot_coding,
     "lrt": plot_lrt,
     "fidelity": plot_fidelity,
     "transport": plot_transport,
+    "group": plot_group,
 }
 
 

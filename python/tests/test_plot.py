@@ -37,6 +37,31 @@ def test_lrt_chart(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
+def test_group_chart(tmp_path: Path) -> None:
+    rr = {"throughput_per_s": 6.0, "latency": {"cdf_ms": [150.0, 160.0, 170.0]}}
+    report = {
+        "sizes": [
+            {
+                "nodes": 12,
+                "request_reply": {"gcbrr": rr, "tcp_seq": {"throughput_per_s": 3.0}, "zenoh": {"error": "x"}},
+                "polling": {"gcbrr": {"throughput_msgs_per_s": 70.0}},
+            }
+        ],
+        "join": [
+            {
+                "initial": 6,
+                "gcbrr": {"join_delay": {"mean_ms": 100.0}, "update_delay_ms": 120.0},
+                "tcp": {"error": "refused"},
+            }
+        ],
+        "summary": {"nodes": 12, "throughput_ratio_vs_tcp": 2.0},
+    }
+    out = tmp_path / "g.png"
+    assert plot.main(["group", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert plot.main(["group", str(write(tmp_path, {"sizes": []})), str(out)]) == 2
+
+
 def test_bad_arguments_and_reports_are_errors(tmp_path: Path, capsys) -> None:
     assert plot.main(["nope", "a", "b"]) == 2
     assert plot.main(["coding", str(write(tmp_path, {"kernels": {}})), str(tmp_path / "x.png")]) == 2
