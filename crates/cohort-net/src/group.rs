@@ -613,8 +613,8 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, io: &Io, timer: &TimerFd) -> Re
                 TIMER => {
                     timer.acknowledge();
                 }
-                UNICAST => receive(shared, &io.uni, io.pid, &mut wire)?,
-                BROADCAST => receive(shared, &io.bc, io.pid, &mut wire)?,
+                UNICAST => receive(shared, &io.uni, io.pid, &mut wire),
+                BROADCAST => receive(shared, &io.bc, io.pid, &mut wire),
                 _ => {}
             }
         }
@@ -660,33 +660,24 @@ fn transmit(
     Ok(())
 }
 
-fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) -> Result<(), GroupError> {
-    loop {
-        let (n, from) = match sock.recv_from(buf) {
-            Ok(x) => x,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                tracing::debug!(%e, "group: recv_from");
-                continue;
-            }
-        };
+fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) {
+    crate::shared::drain(sock, buf, |datagram, from| {
         let mut g = shared.lock();
         g.stats.datagrams_received += 1;
-        g.stats.wire_bytes_received += n as u64;
-        let Some((sender, _pn, payload)) = g.secure.open(&mut buf[..n]) else {
-            continue;
+        g.stats.wire_bytes_received += datagram.len() as u64;
+        let Some((sender, _pn, payload)) = g.secure.open(datagram) else {
+            return;
         };
         if sender == own {
             g.stats.own_echoes += 1;
-            continue;
+            return;
         }
         let payload = payload.to_vec();
         g.addrs.insert(sender, from);
         let now = shared.clock.now();
         g.member.handle_datagram(now, &payload);
         g.route_events();
-    }
+    });
 }
 
 /// The subnet broadcast address of `ip/prefix`, for building a [`GroupConfig`].

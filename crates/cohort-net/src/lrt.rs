@@ -379,7 +379,7 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, sock: UdpSocket, timer: TimerFd
                 TIMER => {
                     timer.acknowledge();
                 }
-                SOCKET => receive(shared, &sock, &mut wire)?,
+                SOCKET => receive(shared, &sock, &mut wire),
                 _ => {}
             }
         }
@@ -425,24 +425,13 @@ fn transmit(
     }
 }
 
-fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) -> Result<(), NetError> {
-    loop {
-        let (n, from) = match sock.recv_from(buf) {
-            Ok(x) => x,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            // ICMP errors (e.g. port unreachable) surface here on Linux; the idle timeout
-            // decides whether the peer is gone.
-            Err(e) => {
-                tracing::debug!(%e, "lrt: recv_from");
-                continue;
-            }
-        };
+fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
+    crate::shared::drain(sock, buf, |datagram, from| {
         let mut g = shared.lock();
         g.stats.datagrams_received += 1;
-        g.stats.wire_bytes_received += n as u64;
-        let Some((sender, pn, payload)) = g.secure.open(&mut buf[..n]) else {
-            continue;
+        g.stats.wire_bytes_received += datagram.len() as u64;
+        let Some((sender, pn, payload)) = g.secure.open(datagram) else {
+            return;
         };
         let payload = payload.to_vec();
         match g.peer {
@@ -451,10 +440,10 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) -> Result<(
             None => g.peer = Some((from, sender)),
             Some(_) => {
                 g.stats.foreign_sender += 1;
-                continue;
+                return;
             }
         }
         let now = shared.clock.now();
         g.conn.handle_packet(now, pn, &payload);
-    }
+    });
 }

@@ -106,3 +106,17 @@ impl<T> Shared<T> {
         .await
     }
 }
+
+/// Reads every datagram waiting on `sock` and hands each to `f` with its source. Errors other
+/// than "nothing left" (ICMP errors such as port unreachable surface here on Linux) are logged
+/// and skipped: the protocol's timers decide whether a peer is gone.
+pub(crate) fn drain(sock: &mio::net::UdpSocket, buf: &mut [u8], mut f: impl FnMut(&mut [u8], std::net::SocketAddr)) {
+    loop {
+        match sock.recv_from(buf) {
+            Ok((n, from)) => f(&mut buf[..n], from),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => tracing::debug!(%e, "recv_from"),
+        }
+    }
+}
