@@ -284,6 +284,26 @@ impl Testbed {
             .ok_or_else(|| TestbedError::NoNode(format!("{node} (interface {i})")))
     }
 
+    /// Fills every node's neighbour (ARP) table with permanent entries for every other node on
+    /// the same subnet, as ns-3's `NeighborCacheHelper` does: no ARP request ever goes on the
+    /// air. On a slow shared channel, many nodes resolving at once lose colliding broadcast
+    /// requests, and Linux retries only after a second; benchmarks that start many flows at
+    /// once use this so that they measure the protocols rather than ARP.
+    pub fn populate_neighbors(&self) -> Result<(), TestbedError> {
+        let same_subnet = |a: &Attachment, b: &Attachment| {
+            let mask = u32::MAX.checked_shl(32 - u32::from(a.prefix)).unwrap_or(0);
+            a.prefix == b.prefix && u32::from(a.addr) & mask == u32::from(b.addr) & mask
+        };
+        for a in &self.attachments {
+            let ns = node_ns(&self.run, &self.scenario.nodes[a.port.node]);
+            for b in self.attachments.iter().filter(|b| b.port.node != a.port.node && same_subnet(a, b)) {
+                let (addr, mac) = (b.addr.to_string(), mac_str(b.port.mac));
+                netns::ip(&["-n", &ns, "neigh", "replace", &addr, "lladdr", &mac, "dev", &a.ifname, "nud", "permanent"])?;
+            }
+        }
+        Ok(())
+    }
+
     /// A command that runs `program` inside `node`'s namespace.
     pub fn command(&self, node: &str, program: impl AsRef<std::ffi::OsStr>) -> Result<Command, TestbedError> {
         let mut c = Command::new("ip");

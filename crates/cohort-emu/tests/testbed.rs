@@ -185,6 +185,19 @@ fn wifi_broadcast_reaches_every_station_and_status_counts_per_ac() {
     let vo = st.fabric.stations[0].acs.iter().find(|a| a.ac == "VO").unwrap();
     assert!(vo.successes >= 1, "the EF broadcast went out on AC_VO: {st:#?}");
     assert!(st.fabric.channel_busy_ms > 0.0);
+
+    // Filled neighbour tables: every other station, permanent, with its real MAC.
+    tb.populate_neighbors().unwrap();
+    let ns = tb.ns("f2").unwrap();
+    let table = cohort_emu::netns::ip(&["-n", &ns, "neigh", "show", "dev", "wlan0"]).unwrap();
+    for peer in ["10.78.0.1", "10.78.0.2", "10.78.0.4"] {
+        let line = table.lines().find(|l| l.starts_with(&format!("{peer} "))).unwrap_or_else(|| panic!("{table}"));
+        assert!(line.contains("PERMANENT"), "{line}");
+    }
+    assert!(!table.contains("10.78.0.3 "), "not itself: {table}");
+    let mac = tb.attachments().iter().find(|a| a.addr.to_string() == "10.78.0.1").unwrap().port.mac;
+    let want = mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+    assert!(table.contains(&want), "{table} lacks {want}");
 }
 
 #[test]

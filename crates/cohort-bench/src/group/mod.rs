@@ -116,6 +116,8 @@ impl Net {
         );
         let s = TestbedScenario::parse(&toml).map_err(|e| e.to_string())?;
         let tb = Testbed::up(&s, run, EmuMode::Thread, EmuOptions::default()).map_err(|e| e.to_string())?;
+        // As ns-3's experiments do: no ARP on the air (it would hit every system alike).
+        tb.populate_neighbors().map_err(|e| e.to_string())?;
         let nodes = names
             .iter()
             .map(|m| Ok((tb.ns(m)?, tb.addr(m, 0)?)))
@@ -308,14 +310,12 @@ fn gcbrr_join(net: &Net, p: &GroupParams, initial: usize, port: u16) -> Result<V
     let joiners = (initial..n)
         .map(|k| net.group_socket(k, p, port, Start::Outside { incarnation: 1 }).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
-    let waiting: Vec<JoinHandle<Result<Instant, String>>> = joiners
+    // A joiner this poll does not admit waits for the next one; give up on it after a while.
+    let waiting: Vec<JoinHandle<Option<Instant>>> = joiners
         .iter()
         .map(|j| {
             let j = j.clone();
-            std::thread::spawn(move || {
-                j.join(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
-                Ok(Instant::now())
-            })
+            std::thread::spawn(move || j.join(Some(Duration::from_secs(10))).ok().map(|_| Instant::now()))
         })
         .collect();
     // Let every joiner reach its Join state before the poll.
@@ -325,11 +325,12 @@ fn gcbrr_join(net: &Net, p: &GroupParams, initial: usize, port: u16) -> Result<V
         .check_joins(Duration::from_millis(p.join_t_ms), Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
     let update = t0.elapsed();
-    let joined = join_all(waiting)?;
-    let delays: Vec<Duration> = joined.iter().map(|t| t.saturating_duration_since(t0)).collect();
+    let joined: Vec<Option<Instant>> = waiting.into_iter().map(|h| h.join().ok().flatten()).collect();
+    let delays: Vec<Duration> = joined.iter().flatten().map(|t| t.saturating_duration_since(t0)).collect();
     drop((members, joiners));
     Ok(json!({
         "admitted": added.len(),
+        "joiners": n - initial,
         "join_delay": dist(&delays),
         "update_delay_ms": round(update.as_secs_f64() * 1e3, 3),
     }))
@@ -382,13 +383,13 @@ pub fn run(p: &GroupParams, mut progress: impl FnMut(&str)) -> Result<Value, Str
         let net = Net::up(n, p, &run)?;
         let mut rr = serde_json::Map::new();
         progress(&format!("{n} nodes: GCBRR request-reply"));
-        rr.insert("gcbrr".into(), gcbrr_rr(&net, p)?);
+        rr.insert("gcbrr".into(), gcbrr_rr(&net, p).unwrap_or_else(|e| json!({ "error": e })));
         for (name, v) in baselines_rr(&net, p, &mut progress) {
             rr.insert(name, v);
         }
         let mut poll = serde_json::Map::new();
         progress(&format!("{n} nodes: GCBRR polling"));
-        poll.insert("gcbrr".into(), gcbrr_poll(&net, p)?);
+        poll.insert("gcbrr".into(), gcbrr_poll(&net, p).unwrap_or_else(|e| json!({ "error": e })));
         for (name, v) in baselines_poll(&net, p, &mut progress) {
             poll.insert(name, v);
         }
@@ -407,14 +408,17 @@ pub fn run(p: &GroupParams, mut progress: impl FnMut(&str)) -> Result<Value, Str
     let mut joins = Vec::new();
     for (k, &initial) in p.join_from.iter().enumerate() {
         progress(&format!("join: 12 from {initial}"));
-        let g = gcbrr_join(&net, p, initial, GROUP_PORT + 10 + k as u16)?;
+        let g = gcbrr_join(&net, p, initial, GROUP_PORT + 10 + k as u16).unwrap_or_else(|e| json!({ "error": e }));
         let t = baseline_join(&net, p, initial, GROUP_PORT + 30 + k as u16);
         joins.push(json!({ "initial": initial, "gcbrr": g, "tcp": t }));
     }
     progress("fail-over");
     let mut failover = Vec::new();
     for k in 0..p.failovers {
-        failover.push(round(gcbrr_failover(&net, p, GROUP_PORT + 50 + k as u16)?, 3));
+        match gcbrr_failover(&net, p, GROUP_PORT + 50 + k as u16) {
+            Ok(ms) => failover.push(json!(round(ms, 3))),
+            Err(e) => failover.push(json!({ "error": e })),
+        }
     }
     net.tb.down().map_err(|e| e.to_string())?;
     let mut report = json!({

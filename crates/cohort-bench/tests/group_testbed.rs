@@ -1,0 +1,46 @@
+//! A tiny `cohort bench group` on a real testbed (root; CI runs as root): every system runs to
+//! completion over the emulated 1 Mbit/s 802.11 channel and the report carries every figure.
+//! Behaviour only: no timing is asserted.
+
+use cohort_bench::group::{GroupParams, run};
+use serde_json::Value;
+
+#[test]
+fn every_system_completes_over_the_emulated_channel() {
+    let p = GroupParams {
+        sizes: vec![3],
+        interactions: 10,
+        polls: 5,
+        join_from: vec![9],
+        failovers: 1,
+        zenoh: false,
+        ..GroupParams::default()
+    };
+    let r = run(&p, |what| eprintln!("{what}")).unwrap_or_else(|e| panic!("group bench: {e}"));
+    let size = &r["sizes"][0];
+    let rr = size["request_reply"].as_object().unwrap();
+    for name in ["gcbrr", "tcp_seq", "tcp_par", "rup_seq", "rup_par"] {
+        let v = &rr[name];
+        assert!(v.get("error").is_none(), "{name}: {v}");
+        assert_eq!(v["latency"]["count"], 10, "{name}: every interaction completed");
+    }
+    assert_eq!(rr["gcbrr"]["handled_per_member"], serde_json::json!([10, 10]), "each request handled once");
+    assert_eq!(rr["gcbrr"]["failed_replies"], 0);
+    let poll = size["polling"].as_object().unwrap();
+    for name in ["gcbrr", "tcp_par", "rup_par"] {
+        assert_eq!(poll[name]["received"], 10, "{name}: {}", poll[name]);
+    }
+    assert!(poll["uup_par"].get("error").is_none(), "{}", poll["uup_par"]);
+    let join = &r["join"][0];
+    assert_eq!(join["gcbrr"]["admitted"], 3);
+    assert_eq!(join["tcp"]["admitted"], 3, "{}", join["tcp"]);
+    assert_eq!(join["gcbrr"]["join_delay"]["count"], 3);
+    let failover = r["failover_ms"][0].as_f64().expect("a takeover happened");
+    assert!(failover > 0.0);
+    let s = &r["summary"];
+    for k in ["throughput_ratio_vs_tcp", "throughput_ratio_vs_rup", "latency_ratio_vs_tcp", "airtime_efficiency"] {
+        assert!(s[k].as_f64().is_some_and(f64::is_finite), "{k}: {s}");
+    }
+    assert!(s["throughput_ratio_vs_zenoh"].is_null(), "no Zenoh run, no ratio");
+    assert!(matches!(s["goals_met"], Value::Object(_)));
+}
