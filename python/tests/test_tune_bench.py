@@ -79,3 +79,16 @@ def test_samplers_on_the_table() -> None:
         if importlib.util.find_spec(needs) is None:
             with pytest.raises(TuneError, match=needs):
                 make_sampler(name, 0)
+
+
+def test_tpe_startup_is_the_default_then_random_search() -> None:
+    """TPE's first trials (the enqueued default, then N_STARTUP - 1 draws of a RandomSampler with
+    the same seed) are exactly random search's; from there on TPE models the results."""
+    from cohort.tune.search import N_STARTUP, make_sampler
+
+    assert isinstance(make_sampler("random", 0), optuna.samplers.RandomSampler)
+    table = json.loads((bench.DATA / "grid_dense.json").read_text())
+    for seed in (0, 1):
+        tpe = bench.replay_run(table, "tpe", seed, budget=10)
+        rnd = bench.replay_run(table, "random", seed, budget=10)
+        assert tpe[:N_STARTUP] == rnd[:N_STARTUP]
