@@ -232,7 +232,12 @@ def run_bench(args: argparse.Namespace) -> int:
     previous = json.loads(out.with_suffix(".json").read_text()) if out.with_suffix(".json").exists() else {}
     report: dict[str, Any] = {
         "bench": "tune",
-        "command": " ".join(["python -m cohort.tune bench --json", *sys.argv[sys.argv.index("bench") + 1 :]])
+        "command": " ".join(
+            [
+                "python -m cohort.tune bench --json",
+                *(a for a in sys.argv[sys.argv.index("bench") + 1 :] if a != "--json"),
+            ]
+        )
         if "bench" in sys.argv
         else "python -m cohort.tune bench --json",
         "machine": {"cpus": __import__("os").cpu_count(), "kernel": __import__("platform").release()},
