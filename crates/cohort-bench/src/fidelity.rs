@@ -150,6 +150,9 @@ pub struct CohortVsRattan {
     /// Standard deviation of a measured loss rate over `probes` probes: loss errors of this
     /// order are the two random generators' sampling noise, not emulator error.
     pub loss_sampling_sd: f64,
+    /// Both loss errors are within 2 `loss_sampling_sd`: which one is smaller is chance
+    /// (Cohort draws from `--seed`, Rattan from its fixed seed 42).
+    pub loss_errs_within_sampling_noise: bool,
 }
 
 impl CohortVsRattan {
@@ -161,6 +164,7 @@ impl CohortVsRattan {
             Versus::of(c.rate_rel_err, r.rate_rel_err),
         ];
         let all = v.iter().all(|x| x.cohort_no_worse);
+        let sd = (p.loss * (1.0 - p.loss) / p.probes.max(1) as f64).sqrt();
         let [owd, jitter, loss, rate] = v;
         CohortVsRattan {
             owd_err_ms_mean: owd,
@@ -168,7 +172,8 @@ impl CohortVsRattan {
             loss_abs_err: loss,
             rate_rel_err: rate,
             cohort_no_worse_on_all: all,
-            loss_sampling_sd: round((p.loss * (1.0 - p.loss) / p.probes.max(1) as f64).sqrt(), 6),
+            loss_sampling_sd: round(sd, 6),
+            loss_errs_within_sampling_noise: c.loss_abs_err <= 2.0 * sd && r.loss_abs_err <= 2.0 * sd,
         }
     }
 }
@@ -474,6 +479,7 @@ mod tests {
         assert!(!cmp.loss_abs_err.cohort_no_worse);
         assert!(!cmp.cohort_no_worse_on_all);
         assert!((cmp.loss_sampling_sd - 0.000689).abs() < 1e-5);
+        assert!(cmp.loss_errs_within_sampling_noise);
 
         let skipped = serde_json::to_value(PeerOutcome::Skipped { skipped: "why".into() }).unwrap();
         assert_eq!(skipped, serde_json::json!({"skipped": "why"}));

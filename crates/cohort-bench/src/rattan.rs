@@ -1,4 +1,4 @@
-//! Rattan (crates.io `rattan`, an AF_PACKET path emulator in Rust) as the fidelity bench's
+//! Rattan (the `rattan` crate, an AF_PACKET path emulator in Rust) as the fidelity bench's
 //! peer: the same point-to-point link and the same probe workload run through it in the same
 //! invocation. Rattan is a bench-time tool, found on this machine (see [`find`]); nothing in
 //! the product depends on it.

@@ -451,7 +451,10 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
             PeerOutcome::Failed { failed } => println!("rattan: failed: {failed}"),
         }
         if let Some(c) = &r.cohort_vs_rattan {
-            println!("cohort no worse than rattan on every figure: {}", c.cohort_no_worse_on_all);
+            println!(
+                "cohort no worse than rattan on every figure: {} (loss errors within sampling noise, sd {:.5}: {})",
+                c.cohort_no_worse_on_all, c.loss_sampling_sd, c.loss_errs_within_sampling_noise
+            );
         }
         println!("replay: {}", r.command);
     }
