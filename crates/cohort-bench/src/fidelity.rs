@@ -9,7 +9,12 @@
 //! (after the probes before it have been serialized, then the one-way delay), computed from
 //! the sender's own record of send times; the difference is what the emulator adds. Phase 2 (rate): probes offered above the link rate; the receiver's goodput in frame
 //! bytes (what the link model counts) after a warm-up is compared with the configured rate.
+//!
+//! When a `rattan` binary is found (see [`crate::rattan::find`]), the same link and the same
+//! probes then run through Rattan, measured by the same code, and the report compares the two
+//! figure by figure (`cohort_vs_rattan`); otherwise it says why Rattan was skipped.
 
+use crate::rattan::{self, LinkSpec, RattanLink};
 use crate::stats::{quantile, round, thin};
 use cohort_emu::scenario::DirectionSpec;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
@@ -39,6 +44,8 @@ pub struct FidelityParams {
     pub rate_warmup_s: f64,
     pub seed: u64,
     pub rt_priority: Option<i32>,
+    /// Run Rattan beside Cohort when a binary is found.
+    pub rattan: bool,
 }
 
 impl Default for FidelityParams {
@@ -56,6 +63,7 @@ impl Default for FidelityParams {
             rate_warmup_s: 1.0,
             seed: 1,
             rt_priority: Some(50),
+            rattan: true,
         }
     }
 }
@@ -76,20 +84,107 @@ pub struct EmulatorFigures {
     pub rate_rel_err: f64,
     pub probes_sent: u64,
     pub probes_received: u64,
-    /// The emulator's own view: how late its deliveries left (µs).
-    pub emulator_late_us_p50: f64,
-    pub emulator_late_us_p99: f64,
-    pub emulator_realtime: bool,
+    /// The emulator's own view: how late its deliveries left (µs). Cohort's emulator only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulator_late_us_p50: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulator_late_us_p99: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulator_realtime: Option<bool>,
     /// Sorted delay errors (ms), thinned to at most 2000 points, for the plot.
     pub owd_err_ms_cdf: Vec<f64>,
+}
+
+/// Rattan's run: its figures, or why there are none.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum PeerOutcome {
+    Measured(Box<PeerFigures>),
+    /// No Rattan binary here, or `--no-rattan`: how to get one.
+    Skipped {
+        skipped: String,
+    },
+    /// A Rattan binary was found but its run failed.
+    Failed {
+        failed: String,
+    },
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PeerFigures {
+    pub binary: String,
+    pub version: String,
+    /// SCHED_FIFO priority Rattan was started with (the same as Cohort's emulator thread).
+    pub rt_priority: Option<i32>,
+    /// Rattan's bandwidth setting (IP bytes) for phase 1 and phase 2; see `crate::rattan`.
+    pub rattan_bps: [u64; 2],
+    #[serde(flatten)]
+    pub figures: EmulatorFigures,
+}
+
+/// One figure of both emulators: errors compared by magnitude.
+#[derive(Debug, Clone, Serialize)]
+pub struct Versus {
+    pub cohort: f64,
+    pub rattan: f64,
+    /// |cohort| <= |rattan|.
+    pub cohort_no_worse: bool,
+    /// |cohort| / |rattan| (null when Rattan's is 0).
+    pub ratio: Option<f64>,
+}
+
+impl Versus {
+    pub fn of(cohort: f64, rattan: f64) -> Versus {
+        let (c, r) = (cohort.abs(), rattan.abs());
+        Versus { cohort, rattan, cohort_no_worse: c <= r, ratio: (r > 0.0).then(|| round(c / r, 4)) }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CohortVsRattan {
+    pub owd_err_ms_mean: Versus,
+    pub added_jitter_p99_ms: Versus,
+    pub loss_abs_err: Versus,
+    pub rate_rel_err: Versus,
+    pub cohort_no_worse_on_all: bool,
+    /// Standard deviation of a measured loss rate over `probes` probes: loss errors of this
+    /// order are the two random generators' sampling noise, not emulator error.
+    pub loss_sampling_sd: f64,
+    /// Both loss errors are within 2 `loss_sampling_sd`: which one is smaller is chance
+    /// (Cohort draws from `--seed`, Rattan from its fixed seed 42).
+    pub loss_errs_within_sampling_noise: bool,
+}
+
+impl CohortVsRattan {
+    pub fn of(c: &EmulatorFigures, r: &EmulatorFigures, p: &FidelityParams) -> CohortVsRattan {
+        let v = [
+            Versus::of(c.owd_err_ms_mean, r.owd_err_ms_mean),
+            Versus::of(c.added_jitter_p99_ms, r.added_jitter_p99_ms),
+            Versus::of(c.loss_abs_err, r.loss_abs_err),
+            Versus::of(c.rate_rel_err, r.rate_rel_err),
+        ];
+        let all = v.iter().all(|x| x.cohort_no_worse);
+        let sd = (p.loss * (1.0 - p.loss) / p.probes.max(1) as f64).sqrt();
+        let [owd, jitter, loss, rate] = v;
+        CohortVsRattan {
+            owd_err_ms_mean: owd,
+            added_jitter_p99_ms: jitter,
+            loss_abs_err: loss,
+            rate_rel_err: rate,
+            cohort_no_worse_on_all: all,
+            loss_sampling_sd: round(sd, 6),
+            loss_errs_within_sampling_noise: c.loss_abs_err <= 2.0 * sd && r.loss_abs_err <= 2.0 * sd,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FidelityReport {
     pub params: FidelityParams,
     pub cohort: EmulatorFigures,
-    pub rattan: Option<EmulatorFigures>,
-    pub rattan_note: &'static str,
+    pub rattan: PeerOutcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cohort_vs_rattan: Option<CohortVsRattan>,
     pub goals: &'static str,
     pub command: String,
 }
@@ -187,14 +282,11 @@ fn scenario(owd_ms: f64, rate_mbps: f64, loss: f64, seed: u64) -> TestbedScenari
 
 type Endpoints = (UdpSocket, UdpSocket, std::net::SocketAddr);
 
-fn endpoints(tb: &Testbed) -> Result<Endpoints, String> {
-    let err = |e: cohort_emu::TestbedError| e.to_string();
-    let (a_ip, b_ip) = (tb.addr("a", 0).map_err(err)?, tb.addr("b", 0).map_err(err)?);
-    let a = tb.in_node("a", move || UdpSocket::bind((a_ip, 0))).map_err(err)?;
-    let b = tb.in_node("b", move || UdpSocket::bind((b_ip, 0))).map_err(err)?;
+/// Makes `b` a receiver and checks that a datagram crosses from `a` (the lossy link may drop
+/// some; on Cohort's, ARP is resolved by this too) before measuring.
+fn handshake(a: UdpSocket, b: UdpSocket) -> Result<Endpoints, String> {
     prepare_receiver(&b).map_err(|e| e.to_string())?;
     let to = b.local_addr().map_err(|e| e.to_string())?;
-    // Resolve ARP (which the lossy link may drop) before measuring.
     let mut buf = [0u8; 64];
     for _ in 0..50 {
         a.send_to(b"hello", to).map_err(|e| e.to_string())?;
@@ -205,20 +297,19 @@ fn endpoints(tb: &Testbed) -> Result<Endpoints, String> {
     Err("no datagram crossed the emulated link in 50 tries".into())
 }
 
-/// Runs Cohort's emulator through both phases.
-pub fn run_cohort(p: &FidelityParams, run: &str) -> Result<EmulatorFigures, String> {
-    let opts = EmuOptions { rt_priority: p.rt_priority, ..EmuOptions::default() };
-    let mut f = EmulatorFigures::default();
+fn endpoints(tb: &Testbed) -> Result<Endpoints, String> {
+    let err = |e: cohort_emu::TestbedError| e.to_string();
+    let (a_ip, b_ip) = (tb.addr("a", 0).map_err(err)?, tb.addr("b", 0).map_err(err)?);
+    let a = tb.in_node("a", move || UdpSocket::bind((a_ip, 0))).map_err(err)?;
+    let b = tb.in_node("b", move || UdpSocket::bind((b_ip, 0))).map_err(err)?;
+    handshake(a, b)
+}
 
-    // Phase 1: delay, jitter, loss.
-    let tb = Testbed::up(&scenario(p.owd_ms, p.link_mbps, p.loss, p.seed), run, EmuMode::Thread, opts.clone())
-        .map_err(|e| e.to_string())?;
-    let (a, b, to) = endpoints(&tb)?;
+/// Phase 1 over a link that is up: probes at `load_mbps`, errors against the link model.
+fn measure_delay_loss(p: &FidelityParams, (a, b, to): Endpoints, f: &mut EmulatorFigures) -> Result<(), String> {
     let rx = collect(b, p.probes);
     let sent = pace_probes(&a, to, p.payload, p.load_mbps, p.probes).map_err(|e| e.to_string())?;
     let got = rx.join().map_err(|_| "receiver panicked")?;
-    let st = tb.status();
-    tb.down().map_err(|e| e.to_string())?;
     let ser_ns = ((p.payload + FRAME_OVERHEAD) as f64 * 8.0 / (p.link_mbps * 1e6) * 1e9) as u64;
     let expected = expected_arrivals(&sent, ser_ns, (p.owd_ms * 1e6) as u64);
     let mut err: Vec<f64> = got
@@ -238,21 +329,15 @@ pub fn run_cohort(p: &FidelityParams, run: &str) -> Result<EmulatorFigures, Stri
     f.measured_loss = 1.0 - f.probes_received as f64 / p.probes as f64;
     f.loss_abs_err = (f.measured_loss - p.loss).abs();
     f.owd_err_ms_cdf = thin(&err, 2000).into_iter().map(|x| round(x, 4)).collect();
-    if let Some(st) = st {
-        f.emulator_late_us_p50 = st.late_us_p50;
-        f.emulator_late_us_p99 = st.late_us_p99;
-        f.emulator_realtime = st.realtime;
-    }
+    Ok(())
+}
 
-    // Phase 2: rate.
-    let tb =
-        Testbed::up(&scenario(5.0, p.rate_mbps, 0.0, p.seed), run, EmuMode::Thread, opts).map_err(|e| e.to_string())?;
-    let (a, b, to) = endpoints(&tb)?;
+/// Phase 2 over a link that is up: offered above `rate_mbps`, goodput after the warm-up.
+fn measure_rate(p: &FidelityParams, (a, b, to): Endpoints, f: &mut EmulatorFigures) -> Result<(), String> {
     let n = (p.rate_offered_mbps * 1e6 * p.rate_seconds / ((p.payload + FRAME_OVERHEAD) as f64 * 8.0)) as u64;
     let rx = collect(b, n);
     pace_probes(&a, to, p.payload, p.rate_offered_mbps, n).map_err(|e| e.to_string())?;
     let got = rx.join().map_err(|_| "receiver panicked")?;
-    tb.down().map_err(|e| e.to_string())?;
     let t0 = got.first().map(|g| g.2).unwrap_or(0) + (p.rate_warmup_s * 1e9) as u64;
     let late: Vec<u64> = got.iter().map(|g| g.2).filter(|&t| t >= t0).collect();
     if late.len() > 1 {
@@ -261,22 +346,153 @@ pub fn run_cohort(p: &FidelityParams, run: &str) -> Result<EmulatorFigures, Stri
         f.measured_rate_mbps = bits / span / 1e6;
         f.rate_rel_err = (f.measured_rate_mbps / p.rate_mbps - 1.0).abs();
     }
+    Ok(())
+}
+
+/// Runs Cohort's emulator through both phases.
+pub fn run_cohort(p: &FidelityParams, run: &str) -> Result<EmulatorFigures, String> {
+    let opts = EmuOptions { rt_priority: p.rt_priority, ..EmuOptions::default() };
+    let mut f = EmulatorFigures::default();
+
+    // Phase 1: delay, jitter, loss.
+    let tb = Testbed::up(&scenario(p.owd_ms, p.link_mbps, p.loss, p.seed), run, EmuMode::Thread, opts.clone())
+        .map_err(|e| e.to_string())?;
+    let measured = endpoints(&tb).and_then(|ep| measure_delay_loss(p, ep, &mut f));
+    let st = tb.status();
+    tb.down().map_err(|e| e.to_string())?;
+    measured?;
+    if let Some(st) = st {
+        f.emulator_late_us_p50 = Some(st.late_us_p50);
+        f.emulator_late_us_p99 = Some(st.late_us_p99);
+        f.emulator_realtime = Some(st.realtime);
+    }
+
+    // Phase 2: rate.
+    let tb =
+        Testbed::up(&scenario(5.0, p.rate_mbps, 0.0, p.seed), run, EmuMode::Thread, opts).map_err(|e| e.to_string())?;
+    let measured = endpoints(&tb).and_then(|ep| measure_rate(p, ep, &mut f));
+    tb.down().map_err(|e| e.to_string())?;
+    measured?;
     Ok(f)
+}
+
+/// Brings a Rattan link up, measures over it with `phase`, and always takes it down.
+fn over_rattan(
+    bin: &std::path::Path,
+    link: &LinkSpec,
+    tag: &str,
+    p: &FidelityParams,
+    phase: impl FnOnce(Endpoints) -> Result<(), String>,
+) -> Result<(), String> {
+    let rl = RattanLink::up(bin, link, tag, p.rt_priority)?;
+    let measured = (|| {
+        // The sender in Rattan's left namespace, the receiver in its right one, opened there
+        // with setns like Cohort's endpoints.
+        let a = RattanLink::socket(&rl.left_ns, rl.left_addr)?;
+        let b = RattanLink::socket(&rl.right_ns, rl.right_addr)?;
+        phase(handshake(a, b)?)
+    })();
+    let down = rl.down();
+    measured?;
+    down.map_err(|e| format!("rattan clean-up: {e}"))
+}
+
+/// Runs Rattan (binary `bin`) through both phases with the same links and probes.
+pub fn run_rattan(p: &FidelityParams, bin: &std::path::Path) -> Result<PeerFigures, String> {
+    let version = rattan::version(bin)?;
+    let mut f = EmulatorFigures::default();
+    let l1 = LinkSpec { owd_ms: p.owd_ms, rate_mbps: p.link_mbps, loss: p.loss, payload: p.payload };
+    over_rattan(bin, &l1, "delay", p, |ep| measure_delay_loss(p, ep, &mut f))?;
+    let l2 = LinkSpec { owd_ms: 5.0, rate_mbps: p.rate_mbps, loss: 0.0, payload: p.payload };
+    over_rattan(bin, &l2, "rate", p, |ep| measure_rate(p, ep, &mut f))?;
+    Ok(PeerFigures {
+        binary: bin.display().to_string(),
+        version,
+        rt_priority: p.rt_priority,
+        rattan_bps: [rattan::rattan_bps(l1.rate_mbps, p.payload), rattan::rattan_bps(l2.rate_mbps, p.payload)],
+        figures: f,
+    })
 }
 
 /// The whole benchmark.
 pub fn run(p: &FidelityParams) -> Result<FidelityReport, String> {
     let cohort = run_cohort(p, &format!("fid{}", std::process::id() % 100_000))?;
+    let rattan = if !p.rattan {
+        PeerOutcome::Skipped { skipped: format!("--no-rattan given; without it: {}", rattan::INSTALL_HINT) }
+    } else {
+        match rattan::find(&rattan::Lookup::from_env()) {
+            Err(why) => PeerOutcome::Skipped { skipped: why },
+            Ok(bin) => match run_rattan(p, &bin) {
+                Ok(r) => PeerOutcome::Measured(Box::new(r)),
+                Err(e) => {
+                    eprintln!("rattan run failed: {e}");
+                    PeerOutcome::Failed { failed: e }
+                }
+            },
+        }
+    };
+    let cohort_vs_rattan = match &rattan {
+        PeerOutcome::Measured(r) => Some(CohortVsRattan::of(&cohort, &r.figures, p)),
+        _ => None,
+    };
     Ok(FidelityReport {
         params: p.clone(),
         cohort,
-        rattan: None,
-        rattan_note: "Rattan (crates.io `rattan`) is not run by this build: see README, 'What is not done'",
+        rattan,
+        cohort_vs_rattan,
         goals: "|owd_err_ms_mean| <= 0.2, added_jitter_p99_ms <= 0.5 at 50 Mbit/s, loss_abs_err <= 0.005 over 100k \
-                packets, rate_rel_err <= 0.03",
+                packets, rate_rel_err <= 0.03, and no worse than Rattan on any of them",
         command: format!(
-            "cohort bench testbed-fidelity --json --probes {} --owd-ms {} --loss {} --seed {}",
-            p.probes, p.owd_ms, p.loss, p.seed
+            "cohort bench testbed-fidelity --json --probes {} --owd-ms {} --loss {} --seed {}{}",
+            p.probes,
+            p.owd_ms,
+            p.loss,
+            p.seed,
+            if p.rattan { "" } else { " --no-rattan" }
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versus_compares_magnitudes() {
+        let v = Versus::of(-0.01, 0.02);
+        assert!(v.cohort_no_worse);
+        assert_eq!(v.ratio, Some(0.5));
+        let w = Versus::of(0.03, -0.02);
+        assert!(!w.cohort_no_worse);
+        let z = Versus::of(0.0, 0.0);
+        assert!(z.cohort_no_worse);
+        assert_eq!(z.ratio, None);
+    }
+
+    #[test]
+    fn report_shapes() {
+        let p = FidelityParams::default();
+        let c = EmulatorFigures { owd_err_ms_mean: 0.01, loss_abs_err: 0.001, ..Default::default() };
+        let r = EmulatorFigures { owd_err_ms_mean: 0.5, loss_abs_err: 0.0005, ..Default::default() };
+        let cmp = CohortVsRattan::of(&c, &r, &p);
+        assert!(cmp.owd_err_ms_mean.cohort_no_worse);
+        assert!(!cmp.loss_abs_err.cohort_no_worse);
+        assert!(!cmp.cohort_no_worse_on_all);
+        assert!((cmp.loss_sampling_sd - 0.000689).abs() < 1e-5);
+        assert!(cmp.loss_errs_within_sampling_noise);
+
+        let skipped = serde_json::to_value(PeerOutcome::Skipped { skipped: "why".into() }).unwrap();
+        assert_eq!(skipped, serde_json::json!({"skipped": "why"}));
+        let measured = PeerOutcome::Measured(Box::new(PeerFigures {
+            binary: "/x/rattan".into(),
+            version: "rattan 0.1.1".into(),
+            rt_priority: Some(50),
+            rattan_bps: [1, 2],
+            figures: r,
+        }));
+        let v = serde_json::to_value(measured).unwrap();
+        assert_eq!(v["owd_err_ms_mean"], 0.5);
+        assert_eq!(v["version"], "rattan 0.1.1");
+        assert!(v.get("emulator_late_us_p99").is_none());
+    }
 }

@@ -11,6 +11,7 @@ pub mod fidelity;
 pub mod group;
 pub mod lrt;
 pub mod medium;
+pub mod rattan;
 pub mod stats;
 pub mod timer;
 pub mod transport;

@@ -188,9 +188,13 @@ struct FidelityArgs {
     loss: f64,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// SCHED_FIFO priority of the emulator thread (0: none).
+    /// SCHED_FIFO priority of the emulator thread, and of Rattan's (0: none).
     #[arg(long, default_value_t = 50)]
     rt_priority: i32,
+    /// Do not run Rattan beside Cohort (it runs when $COHORT_RATTAN, target/tools/bin/rattan
+    /// or PATH has one: scripts/install-rattan).
+    #[arg(long)]
+    no_rattan: bool,
     /// Also write the JSON here and the delay-error CDF next to it (`.png`).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -479,6 +483,7 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
         loss: a.loss,
         seed: a.seed,
         rt_priority: (a.rt_priority > 0).then_some(a.rt_priority),
+        rattan: !a.no_rattan,
         ..Default::default()
     };
     let r = cohort_bench::fidelity::run(&p).map_err(BenchError::Run)?;
@@ -486,22 +491,39 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
     if a.json {
         println!("{json}");
     } else {
-        let f = &r.cohort;
-        println!(
-            "owd error mean {:.3} ms (p50 {:.3}, p99 {:.3}, max {:.3}); added jitter p99 {:.3} ms; loss {:.4} vs {}              (abs err {:.4}); rate {:.2} vs {} Mbit/s (rel err {:.4}); emulator lateness p99 {:.0} us",
-            f.owd_err_ms_mean,
-            f.owd_err_ms_p50,
-            f.owd_err_ms_p99,
-            f.owd_err_ms_max,
-            f.added_jitter_p99_ms,
-            f.measured_loss,
-            p.loss,
-            f.loss_abs_err,
-            f.measured_rate_mbps,
-            p.rate_mbps,
-            f.rate_rel_err,
-            f.emulator_late_us_p99
-        );
+        use cohort_bench::fidelity::{EmulatorFigures, PeerOutcome};
+        let line = |name: &str, f: &EmulatorFigures| {
+            println!(
+                "{name}: owd error mean {:.3} ms (p50 {:.3}, p99 {:.3}, max {:.3}); added jitter p99 {:.3} ms; loss {:.4} vs {} \
+                 (abs err {:.4}); rate {:.2} vs {} Mbit/s (rel err {:.4})",
+                f.owd_err_ms_mean,
+                f.owd_err_ms_p50,
+                f.owd_err_ms_p99,
+                f.owd_err_ms_max,
+                f.added_jitter_p99_ms,
+                f.measured_loss,
+                p.loss,
+                f.loss_abs_err,
+                f.measured_rate_mbps,
+                p.rate_mbps,
+                f.rate_rel_err,
+            )
+        };
+        line("cohort", &r.cohort);
+        if let Some(late) = r.cohort.emulator_late_us_p99 {
+            println!("cohort emulator lateness p99 {late:.0} us");
+        }
+        match &r.rattan {
+            PeerOutcome::Measured(m) => line("rattan", &m.figures),
+            PeerOutcome::Skipped { skipped } => println!("rattan: skipped: {skipped}"),
+            PeerOutcome::Failed { failed } => println!("rattan: failed: {failed}"),
+        }
+        if let Some(c) = &r.cohort_vs_rattan {
+            println!(
+                "cohort no worse than rattan on every figure: {} (loss errors within sampling noise, sd {:.5}: {})",
+                c.cohort_no_worse_on_all, c.loss_sampling_sd, c.loss_errs_within_sampling_noise
+            );
+        }
         println!("replay: {}", r.command);
     }
     if let Some(path) = &a.out {
