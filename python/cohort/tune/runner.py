@@ -319,7 +319,10 @@ class Session:
         cfg = self.resolve(config)
         self.apply_static(cfg)
         self._seq += 1
-        run_s = t.ready_timeout_s + t.warmup_s + t.duration_s + 5.0
+        # The apps' own time limit only bounds a run the tuner fails to stop (it stops them after
+        # the window): generous, so that a tuner starved by real-time apps for a few seconds
+        # never sees them end before its window does.
+        run_s = t.ready_timeout_s + t.warmup_s + t.duration_s + 30.0
         collectors: dict[str, Collector] = {}
         attrs = {a.name: self.rt_attr(a, cfg) for a in self.spec.apps}
         try:
@@ -343,6 +346,8 @@ class Session:
             next_sweep = t0 + 0.5
             while time.monotonic() < end:
                 time.sleep(0.1)
+                if time.monotonic() >= end:
+                    break  # the window is over; whatever the apps did since is not measured
                 for name, c in collectors.items():
                     c.poll()
                     if self.procs[name].poll() is not None:
