@@ -204,7 +204,7 @@ def plot_group(report: dict[str, Any], out: Path) -> None:
     ax.legend(fontsize=7)
     ax = axes[1][1]
     joins = report["join"]
-    for name, color in (("gcbrr", "tab:red"), ("tcp", "tab:blue")):
+    for name, color in (("gcbrr", "tab:red"), ("tcp", "tab:blue"), ("tcp_same_window", "tab:cyan")):
         xs = [j["initial"] for j in joins if "join_delay" in j.get(name, {})]
         ys = [j[name]["join_delay"].get("mean_ms") for j in joins if "join_delay" in j.get(name, {})]
         ax.plot(xs, ys, marker="o", label=f"{name} join delay", color=color)

@@ -409,8 +409,9 @@ pub fn run(p: &GroupParams, mut progress: impl FnMut(&str)) -> Result<Value, Str
     for (k, &initial) in p.join_from.iter().enumerate() {
         progress(&format!("join: 12 from {initial}"));
         let g = gcbrr_join(&net, p, initial, GROUP_PORT + 10 + k as u16).unwrap_or_else(|e| json!({ "error": e }));
-        let t = baseline_join(&net, p, initial, GROUP_PORT + 30 + k as u16);
-        joins.push(json!({ "initial": initial, "gcbrr": g, "tcp": t }));
+        let t = baseline_join(&net, p, initial, GROUP_PORT + 30 + 2 * k as u16, false);
+        let w = baseline_join(&net, p, initial, GROUP_PORT + 70 + 2 * k as u16, true);
+        joins.push(json!({ "initial": initial, "gcbrr": g, "tcp": t, "tcp_same_window": w }));
     }
     progress("fail-over");
     let mut failover = Vec::new();
@@ -485,6 +486,7 @@ fn summary(r: &Value, p: &GroupParams) -> Value {
         "latency_ratio_vs_rup": round(lat("gcbrr") / low(lat("rup_seq"), lat("rup_par")), 3),
         "airtime_efficiency": big["airtime_efficiency"],
         "join_delay_ratio_vs_tcp": round(mean_of("gcbrr") / mean_of("tcp"), 3),
+        "join_delay_ratio_vs_tcp_same_window": round(mean_of("gcbrr") / mean_of("tcp_same_window"), 3),
         "failover_ms": round(failover, 3),
         "failover_bound_ms": bound,
     });
@@ -648,12 +650,14 @@ fn p2p_flow(net: &Net, p: &GroupParams, kind: Flow, port: u16) -> Result<Value, 
 }
 
 /// The TCP group management of §VI-D: `initial` members connected, `12 - initial` joiners
-/// connect on one broadcast join poll, the view goes over every connection.
-fn baseline_join(net: &Net, p: &GroupParams, initial: usize, port: u16) -> Value {
-    tcp_join(net, p, initial, port).unwrap_or_else(|e| json!({ "error": e }))
+/// connect on one broadcast join poll, the view goes over every connection. With
+/// `same_window` the coordinator waits GCBRR's `2·MsgT + joinT` for connections, as one that
+/// does not know who will join must; otherwise it pushes once the expected joiners connected.
+fn baseline_join(net: &Net, p: &GroupParams, initial: usize, port: u16, same_window: bool) -> Value {
+    tcp_join(net, p, initial, port, same_window).unwrap_or_else(|e| json!({ "error": e }))
 }
 
-fn tcp_join(net: &Net, p: &GroupParams, initial: usize, port: u16) -> Result<Value, String> {
+fn tcp_join(net: &Net, p: &GroupParams, initial: usize, port: u16, same_window: bool) -> Result<Value, String> {
     let n = net.nodes.len();
     let listen = net.addr(0, port);
     let poll_port = port + 1;
@@ -673,12 +677,19 @@ fn tcp_join(net: &Net, p: &GroupParams, initial: usize, port: u16) -> Result<Val
         joiners.push(net.spawn(k, move || j.run(listen, deadline, &st)));
     }
     let bcast = net.broadcast(poll_port);
-    // The window closes once every expected joiner has connected; the cap only bounds it.
-    let (expected, cap) = (n - initial, Duration::from_millis(p.join_t_ms) + Duration::from_secs(5));
+    // Told the joiners' number, the window closes once all have connected (the cap only bounds
+    // it); otherwise it is GCBRR's.
+    let expected = n - initial;
+    let join_t = if same_window {
+        p.timing.msg_t * 2 + Duration::from_millis(p.join_t_ms)
+    } else {
+        Duration::from_millis(p.join_t_ms) + Duration::from_secs(5)
+    };
     let run = net
         .spawn(0, move || {
             coord.accept_initial(initial - 1, deadline)?;
-            let round = GmRound { poll_to: &[bcast], joiners_expected: expected, join_t: cap, close_early: true };
+            let close_early = !same_window;
+            let round = GmRound { poll_to: &[bcast], joiners_expected: expected, join_t, close_early };
             coord.join_round(&round, deadline)
         })
         .join()
