@@ -16,7 +16,7 @@ use cohort_medium::link::{Link, LinkParams};
 use cohort_medium::wifi::{Ac, Dest, DropReason, Medium, MediumEvent};
 use cohort_time::Instant;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// A frame in flight; shared, because a broadcast reaches several stations.
@@ -66,7 +66,46 @@ struct P2pLink {
 
 enum Net {
     P2p(Vec<P2pLink>),
-    Wifi { medium: Box<Medium<FrameBuf>>, by_mac: HashMap<[u8; 6], usize> },
+    Wifi(Box<Wifi>),
+}
+
+/// The shared channel, and in front of each station's hardware queues the qdisc that holds
+/// frames while they are full (mac80211 stops the kernel's queue rather than dropping).
+struct Wifi {
+    medium: Medium<FrameBuf>,
+    by_mac: HashMap<[u8; 6], usize>,
+    /// Per station and access category.
+    qdisc: Vec<[VecDeque<Pending>; 4]>,
+    /// Each station's hardware queue depth.
+    depth: Vec<usize>,
+    qdisc_limit: usize,
+}
+
+/// A frame waiting in a qdisc.
+struct Pending {
+    dest: Dest,
+    msdu: usize,
+    buf: FrameBuf,
+}
+
+impl Wifi {
+    /// Moves waiting frames into hardware queues with room.
+    fn refill(&mut self, now: Instant) {
+        for (st, qs) in self.qdisc.iter_mut().enumerate() {
+            for ac in Ac::ALL {
+                let q = &mut qs[ac.index()];
+                while !q.is_empty() && self.medium.queue_len(st, ac) < self.depth[st] {
+                    let Some(p) = q.pop_front() else { break };
+                    // Room was checked: this cannot be refused.
+                    let _ = self.medium.enqueue(now, st, ac, p.dest, p.msdu, p.buf);
+                }
+            }
+        }
+    }
+
+    fn backlog(&self) -> usize {
+        self.qdisc.iter().flatten().map(VecDeque::len).sum()
+    }
 }
 
 /// Counters of frames through the fabric.
@@ -82,6 +121,12 @@ pub struct FabricCounters {
     pub flooded: u64,
     /// Frames the channel gave up on (retry limit, broadcast collision).
     pub channel_drops: u64,
+    /// Frames that waited in a station's qdisc for room in its hardware queue.
+    #[serde(default)]
+    pub qdisc_queued: u64,
+    /// Frames waiting in qdiscs now.
+    #[serde(default)]
+    pub qdisc_backlog: u64,
 }
 
 /// One direction of a point-to-point link.
@@ -113,6 +158,9 @@ pub struct AcStatus {
     pub retry_drops: u64,
     pub collisions: u64,
     pub airtime_ms: f64,
+    /// Frames waiting in the node's qdisc for this queue.
+    #[serde(default)]
+    pub qdisc_len: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -216,7 +264,10 @@ impl Fabric {
             Mode::Wifi => {
                 let medium = s.build_medium().map_err(|e| crate::scenario::ScenarioError::Invalid(e.to_string()))?;
                 let by_mac = ports.iter().enumerate().map(|(i, p)| (p.mac, i)).collect();
-                Net::Wifi { medium: Box::new(medium), by_mac }
+                let w = s.wifi.as_ref().expect("a wifi scenario has its spec");
+                let depth = w.station_configs(&s.nodes).iter().map(|c| c.queue_depth).collect();
+                let qdisc = s.nodes.iter().map(|_| Default::default()).collect();
+                Net::Wifi(Box::new(Wifi { medium, by_mac, qdisc, depth, qdisc_limit: w.qdisc_packets }))
             }
         };
         Ok(Fabric { nodes: s.nodes.clone(), ports, net, counters: FabricCounters::default(), out: Vec::new() })
@@ -251,12 +302,12 @@ impl Fabric {
                 }
                 Ok(())
             }
-            (Net::Wifi { medium, by_mac }, PortRole::Station { station }) => {
+            (Net::Wifi(w), PortRole::Station { station }) => {
                 let dst = mac_of(frame, 0);
                 let dest = if dst[0] & 1 == 1 {
                     Dest::Broadcast
                 } else {
-                    match by_mac.get(&dst) {
+                    match w.by_mac.get(&dst) {
                         Some(&to) if to != station => Dest::Unicast(to),
                         _ => {
                             self.counters.flooded += 1;
@@ -265,13 +316,19 @@ impl Fabric {
                     }
                 };
                 let msdu = frame.len() - ETH_HEADER + LLC_SNAP;
-                match medium.enqueue(now, station, classify(frame), dest, msdu, buf) {
-                    Ok(()) => Ok(()),
-                    Err(_) => {
-                        // The medium also reports the drop as an event, which `take` skips.
-                        self.counters.queue_full += 1;
-                        Err(Refused::QueueFull)
-                    }
+                let ac = classify(frame);
+                let q = &mut w.qdisc[station][ac.index()];
+                if q.is_empty() && w.medium.queue_len(station, ac) < w.depth[station] {
+                    // The medium refuses nothing with room; a refusal is counted by it.
+                    let _ = w.medium.enqueue(now, station, ac, dest, msdu, buf);
+                    Ok(())
+                } else if q.len() < w.qdisc_limit {
+                    q.push_back(Pending { dest, msdu, buf });
+                    self.counters.qdisc_queued += 1;
+                    Ok(())
+                } else {
+                    self.counters.queue_full += 1;
+                    Err(Refused::QueueFull)
                 }
             }
             _ => unreachable!("ports are built from the same scenario as the net"),
@@ -282,7 +339,7 @@ impl Fabric {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let model = match &self.net {
             Net::P2p(links) => links.iter().flat_map(|l| l.dir.iter().filter_map(|d| d.poll_timeout())).min(),
-            Net::Wifi { medium, .. } => medium.poll_timeout(),
+            Net::Wifi(w) => w.medium.poll_timeout(),
         };
         model.into_iter().chain(self.out.iter().map(|o| o.2)).min()
     }
@@ -312,12 +369,14 @@ impl Fabric {
                         }
                     }
                 }
-                Net::Wifi { medium, .. } => {
-                    medium.handle_timeout(now);
+                Net::Wifi(w) => {
+                    w.medium.handle_timeout(now);
                     let mut evs = Vec::new();
-                    while let Some(ev) = medium.poll_event(now) {
+                    while let Some(ev) = w.medium.poll_event(now) {
                         evs.push(ev);
                     }
+                    // Frames that left made room: the qdiscs move theirs in now.
+                    w.refill(now);
                     for ev in evs {
                         self.take(ev);
                     }
@@ -363,8 +422,10 @@ impl Fabric {
                     }
                 }
             }
-            Net::Wifi { medium, .. } => {
+            Net::Wifi(w) => {
+                let medium = &w.medium;
                 st.mode = Mode::Wifi;
+                st.counters.qdisc_backlog = w.backlog() as u64;
                 st.channel_busy_ms = medium.busy_time().as_secs_f64() * 1e3;
                 for (i, node) in self.nodes.iter().enumerate() {
                     let acs = [Ac::Bk, Ac::Be, Ac::Vi, Ac::Vo]
@@ -381,6 +442,7 @@ impl Fabric {
                                 retry_drops: s.retry_drops,
                                 collisions: s.collisions,
                                 airtime_ms: s.airtime.as_secs_f64() * 1e3,
+                                qdisc_len: w.qdisc[i][ac.index()].len(),
                             })
                         })
                         .collect();
@@ -496,9 +558,10 @@ mod tests {
 
     #[test]
     fn full_hardware_queue_refuses_and_counts() {
-        let s =
-            TestbedScenario::parse("name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = 2\n")
-                .unwrap();
+        let s = TestbedScenario::parse(
+            "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = 2\nqdisc_packets = 0\n",
+        )
+        .unwrap();
         let mut f = Fabric::new(&s).unwrap();
         let b = node_mac(Mode::Wifi, 1, 0);
         let t0 = Instant::from_millis(1);
@@ -506,5 +569,30 @@ mod tests {
         assert_eq!(results.iter().filter(|r| r.is_err()).count(), 2);
         assert_eq!(f.counters().queue_full, 2);
         assert_eq!(drain(&mut f, Instant::from_millis(100)).len(), 2);
+    }
+
+    #[test]
+    fn the_qdisc_holds_what_the_hardware_queue_cannot_and_loses_nothing() {
+        let s = TestbedScenario::parse(
+            "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = 2\nqdisc_packets = 5\n",
+        )
+        .unwrap();
+        let mut f = Fabric::new(&s).unwrap();
+        let b = node_mac(Mode::Wifi, 1, 0);
+        let t0 = Instant::from_millis(1);
+        // Lengths tell the frames apart: 2 go to the hardware queue, 5 wait, the 8th is refused.
+        let results: Vec<_> = (0..8).map(|k| f.ingress(t0, 0, &eth(b, [0; 6], 0, 1000 + k))).collect();
+        assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 7);
+        assert_eq!(results[7], Err(Refused::QueueFull));
+        let c = f.counters();
+        assert_eq!((c.qdisc_queued, c.queue_full), (5, 1));
+        let st = f.status(t0);
+        let be = st.stations[0].acs.iter().find(|a| a.ac == "BE").unwrap();
+        assert_eq!((be.queue_len, be.qdisc_len, st.counters.qdisc_backlog), (2, 5, 5));
+        let out = drain(&mut f, Instant::from_millis(200));
+        let lens: Vec<usize> = out.iter().map(|o| o.1).collect();
+        assert_eq!(lens, (1000..1007).collect::<Vec<_>>(), "every frame once, in order");
+        assert!(out.windows(2).all(|w| w[0].2 < w[1].2));
+        assert_eq!(f.status(Instant::from_millis(200)).counters.qdisc_backlog, 0);
     }
 }

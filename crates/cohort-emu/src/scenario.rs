@@ -36,6 +36,7 @@
 //! phy = "a"                  # a | b | g | n | ac
 //! data_mbps = 54.0
 //! queue_depth = 64           # per access category: the WNIC buffer of seed 000 §II-C
+//! qdisc_packets = 1000       # per access category, in front of it (0: drop at a full WNIC)
 //! fer = 0.0
 //! timing = "standard"        # standard | bianchi | ns3
 //! # rts_threshold = 500
@@ -152,6 +153,10 @@ pub struct WifiSpec {
     pub data_mbps: f64,
     #[serde(default = "default_queue_depth")]
     pub queue_depth: usize,
+    /// Frames a node's qdisc holds per access category while its hardware queue is full (the
+    /// back-pressure mac80211 applies: Linux's `txqueuelen`); 0 drops at a full hardware queue.
+    #[serde(default = "default_qdisc_packets")]
+    pub qdisc_packets: usize,
     #[serde(default)]
     pub fer: f64,
     #[serde(default)]
@@ -168,6 +173,9 @@ fn default_phy() -> PhyStandard {
 }
 fn default_data_mbps() -> f64 {
     54.0
+}
+fn default_qdisc_packets() -> usize {
+    1000
 }
 fn default_queue_depth() -> usize {
     64

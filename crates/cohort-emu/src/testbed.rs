@@ -297,8 +297,9 @@ impl Testbed {
         for a in &self.attachments {
             let ns = node_ns(&self.run, &self.scenario.nodes[a.port.node]);
             for b in self.attachments.iter().filter(|b| b.port.node != a.port.node && same_subnet(a, b)) {
-                let (addr, mac) = (b.addr.to_string(), mac_str(b.port.mac));
-                netns::ip(&["-n", &ns, "neigh", "replace", &addr, "lladdr", &mac, "dev", &a.ifname, "nud", "permanent"])?;
+                let entry = format!("{} lladdr {} dev {} nud permanent", b.addr, mac_str(b.port.mac), a.ifname);
+                let args: Vec<&str> = ["-n", &ns, "neigh", "replace"].into_iter().chain(entry.split(' ')).collect();
+                netns::ip(&args)?;
             }
         }
         Ok(())
