@@ -198,16 +198,18 @@ fn serve_group(s: Arc<GroupSocket>, payload: usize, stop: Arc<AtomicBool>) -> Jo
     })
 }
 
-/// A static group over every node of `net`, members serving; returns the sockets, the servers
-/// and their stop flag.
+/// A static group over every node of `net` (pids 1..=n, the coordinator on node 0).
+fn group_sockets(net: &Net, p: &GroupParams, port: u16) -> Result<Vec<Arc<GroupSocket>>, String> {
+    let pids: Vec<u32> = (1..=net.nodes.len() as u32).collect();
+    (0..net.nodes.len()).map(|k| net.group_socket(k, p, port, Start::Static(pids.clone())).map(Arc::new)).collect()
+}
+
+/// A static group whose members answer every request with `reply` bytes: the sockets, the
+/// servers and their stop flag.
 type Serving = (Vec<Arc<GroupSocket>>, Vec<JoinHandle<Result<u64, String>>>, Arc<AtomicBool>);
 
 fn static_group(net: &Net, p: &GroupParams, port: u16, reply: usize) -> Result<Serving, String> {
-    let n = net.nodes.len();
-    let pids: Vec<u32> = (1..=n as u32).collect();
-    let socks = (0..n)
-        .map(|k| net.group_socket(k, p, port, Start::Static(pids.clone())).map(Arc::new))
-        .collect::<Result<Vec<_>, _>>()?;
+    let socks = group_sockets(net, p, port)?;
     let stop = Arc::new(AtomicBool::new(false));
     let servers = socks[1..].iter().map(|s| serve_group(s.clone(), reply, stop.clone())).collect();
     Ok((socks, servers, stop))
@@ -249,7 +251,7 @@ fn gcbrr_rr(net: &Net, p: &GroupParams) -> Result<Value, String> {
 /// GCBRR N-to-1: `polls` empty requests, each node answering with its message.
 fn gcbrr_poll(net: &Net, p: &GroupParams) -> Result<Value, String> {
     let n = net.nodes.len();
-    let (socks, _, _) = static_group(net, p, GROUP_PORT + 1, 0)?;
+    let socks = group_sockets(net, p, GROUP_PORT + 1)?;
     // The members answer here themselves, recording when each message went out.
     let stop = Arc::new(AtomicBool::new(false));
     let payload = p.payload;
