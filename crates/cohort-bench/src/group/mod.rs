@@ -221,20 +221,20 @@ fn gcbrr_rr(net: &Net, p: &GroupParams) -> Result<Value, String> {
     let all: Vec<u32> = (2..=net.nodes.len() as u32).collect();
     let data = vec![0xa5; p.payload];
     let proc_t = Duration::from_millis(20);
-    let mut lat = Vec::with_capacity(p.interactions);
-    let mut rebroadcasts = 0u64;
-    let mut failed = 0usize;
+    let (mut lat, mut rebroadcasts, mut failed) = (Vec::with_capacity(p.interactions), 0u64, 0usize);
     let t0 = Instant::now();
-    for _ in 0..p.interactions {
-        let r =
-            socks[0].request_reply(&all, &data, proc_t, Some(Duration::from_secs(60))).map_err(|e| e.to_string())?;
+    let run = (0..p.interactions).try_for_each(|_| {
+        let r = socks[0].request_reply(&all, &data, proc_t, Some(Duration::from_secs(60)))?;
         lat.push(r.done_at.saturating_duration_since(r.issued_at));
         rebroadcasts += u64::from(r.broadcasts.saturating_sub(1));
         failed += r.failed.len();
-    }
+        Ok::<(), GroupError>(())
+    });
     let total = t0.elapsed();
+    // Stopped whatever happened: a member left running would keep heartbeating on the channel.
     stop.store(true, Ordering::Relaxed);
     let handled = join_all(servers)?;
+    run.map_err(|e| e.to_string())?;
     let st = socks[0].stats();
     drop(socks);
     Ok(json!({
@@ -278,21 +278,21 @@ fn gcbrr_poll(net: &Net, p: &GroupParams) -> Result<Value, String> {
         })
         .collect();
     let all: Vec<u32> = (2..=n as u32).collect();
-    let (mut first, mut last, mut received) = (None::<Instant>, None::<Instant>, 0usize);
+    let (mut last, mut received) = (None::<Instant>, 0usize);
+    // Counted from the first poll's issue, a little before the first arrival (in GCBRR's
+    // disfavour).
     let t0 = Instant::now();
-    for _ in 0..p.polls {
-        let r = socks[0].request_reply(&all, &[], Duration::from_millis(20), Some(Duration::from_secs(60)));
-        let r = r.map_err(|e| e.to_string())?;
+    let run = (0..p.polls).try_for_each(|_| {
+        let r = socks[0].request_reply(&all, &[], Duration::from_millis(20), Some(Duration::from_secs(60)))?;
         received += r.replies.len();
-        // The coordinator's clock: the interaction's end is its last arrival; the first
-        // arrival of the run is no earlier than the first interaction's issue.
-        first.get_or_insert(t0);
         last = Some(Instant::now());
-    }
+        Ok::<(), GroupError>(())
+    });
     stop.store(true, Ordering::Relaxed);
     let sent = join_all(senders)?;
+    run.map_err(|e| e.to_string())?;
     drop(socks);
-    let span = last.zip(first).map_or(Duration::ZERO, |(l, f)| l - f);
+    let span = last.map_or(Duration::ZERO, |l| l - t0);
     let gaps: Vec<Duration> = sent.iter().flat_map(|s| s.windows(2).map(|w| w[1] - w[0])).collect();
     Ok(json!({
         "throughput_msgs_per_s": round(received as f64 / span.as_secs_f64().max(1e-9), 3),
