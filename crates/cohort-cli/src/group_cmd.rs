@@ -19,7 +19,8 @@ pub struct GroupArgs {
 
 #[derive(Debug, Subcommand)]
 enum GroupCmd {
-    /// Run one member until `--duration-s` passes or it leaves the group.
+    /// Run one member until `--duration-s` passes or it leaves the group (exit status 3 when
+    /// the group expelled it).
     Run(RunArgs),
 }
 
@@ -165,10 +166,12 @@ fn run_member(r: &RunArgs) -> Result<ExitCode, GroupCmdError> {
         while let Ok(ev) = s.next_event(Some(Duration::ZERO)) {
             let (what, f) = describe(&ev);
             say(json, pid, what, f);
-            if matches!(ev, Event::Left { .. }) && !joining {
+            if let Event::Left { reason } = ev {
+                // Expelled (a suspicion, true or false) or left: this member's life is over.
                 stop.store(true, Ordering::Relaxed);
                 let _ = server.join();
-                return Ok(ExitCode::SUCCESS);
+                let expelled = matches!(reason, cohort_proto::group::LeftReason::Expelled { .. });
+                return Ok(if expelled { ExitCode::from(3) } else { ExitCode::SUCCESS });
             }
         }
         if s.is_coordinator() {
