@@ -369,11 +369,7 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, sock: UdpSocket, timer: TimerFd
             timer.set(deadline)?;
         }
         shared.notify();
-        match poll.poll(&mut events, None) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e.into()),
-        }
+        crate::shared::wait_events(&mut poll, &mut events)?;
         for ev in events.iter() {
             match ev.token() {
                 TIMER => {

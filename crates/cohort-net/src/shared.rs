@@ -120,3 +120,14 @@ pub(crate) fn drain(sock: &mio::net::UdpSocket, buf: &mut [u8], mut f: impl FnMu
         }
     }
 }
+
+/// Waits in `poll` for the next events (a signal's interruption counts as none).
+pub(crate) fn wait_events(poll: &mut mio::Poll, events: &mut mio::Events) -> std::io::Result<()> {
+    match poll.poll(events, None) {
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+            events.clear();
+            Ok(())
+        }
+        r => r,
+    }
+}
