@@ -259,6 +259,7 @@ pub struct LoopbackTeam {
     pub takeover_ms: f64,
     pub requests_after_takeover: u64,
     pub intruder_rejected_frames: u64,
+    pub outsider_admitted: bool,
     pub log: Vec<String>,
 }
 
@@ -271,8 +272,9 @@ pub fn loopback_team(requests: u64) -> Result<LoopbackTeam, GroupCmdError> {
     let secret = b"cohort demo team secret, 32 byte";
     let timing = Timing {
         msg_t: Duration::from_millis(10),
-        fault_detect_t: Duration::from_millis(500),
-        heartbeat_t: Duration::from_millis(100),
+        // Long enough that a loaded machine (tests run in parallel) suspects nobody falsely.
+        fault_detect_t: Duration::from_millis(1000),
+        heartbeat_t: Duration::from_millis(200),
         ..Timing::default()
     };
     let open = |pid: u32, secret: &[u8], start: Start| -> Result<Arc<GroupSocket>, GroupCmdError> {
@@ -316,9 +318,9 @@ pub fn loopback_team(requests: u64) -> Result<LoopbackTeam, GroupCmdError> {
         }
     }
     joining.join().map_err(|_| GroupCmdError::Invalid("join thread panicked".into()))??;
-    let intruder_joined = intruding.join().map_err(|_| GroupCmdError::Invalid("thread panicked".into()))?.is_ok();
+    out.outsider_admitted = intruding.join().map_err(|_| GroupCmdError::Invalid("thread panicked".into()))?.is_ok();
     out.intruder_rejected_frames = team[0].stats().frames.auth_failed;
-    out.log.push(format!("joined: {:?}; outsider admitted: {intruder_joined}", out.joined));
+    out.log.push(format!("joined: {:?}; outsider admitted: {}", out.joined, out.outsider_admitted));
     servers.push(spawn_server(fifth.clone(), stop.clone(), 32, false));
     team.push(fifth);
     ask(&team[0], &mut out)?;
@@ -367,4 +369,20 @@ pub fn loopback_team(requests: u64) -> Result<LoopbackTeam, GroupCmdError> {
     lat.sort_by(f64::total_cmp);
     out.latency_p50_ms = lat.get(lat.len() / 2).copied().unwrap_or(f64::NAN);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loopback_team_commands_joins_leaves_and_survives_its_coordinator() {
+        let t = loopback_team(3).unwrap();
+        assert_eq!((t.requests, t.failed_replies), (3 + 1 + 3, 0));
+        assert_eq!(t.replies, 3 * 3 + 4 + 3 * 2, "every addressed member answered every request once");
+        assert_eq!((t.joined.as_slice(), t.left.as_slice()), (&[5][..], &[4][..]));
+        assert!(!t.outsider_admitted);
+        assert_eq!(t.new_coordinator, Some(2));
+        assert_eq!(t.requests_after_takeover, 3);
+    }
 }
