@@ -30,6 +30,13 @@ def _need(report: dict[str, Any], *keys: str) -> None:
         raise ReportError(f"report lacks {', '.join(missing)}")
 
 
+def _cdf(ax: Any, sorted_values: list[float], **style: Any) -> None:
+    """Draws the empirical CDF of already sorted values; nothing for an empty list."""
+    n = len(sorted_values)
+    if n:
+        ax.plot(sorted_values, [(i + 1) / n for i in range(n)], **style)
+
+
 def plot_coding(report: dict[str, Any], out: Path) -> None:
     """Bars: axpy and fused 64-source combine per kernel; decoders side by side."""
     _need(report, "kernels", "decode_gbps_w64", "rlnc_crate_decode_gbps_k64", "block_decode_gbps_k64")
@@ -68,11 +75,7 @@ def plot_lrt(report: dict[str, Any], out: Path) -> None:
     _need(report, "cdf", "params")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name, color in (("lrt", "tab:green"), ("block", "tab:red")):
-        delays = report["cdf"].get(name) or []
-        if not delays:
-            continue
-        n = len(delays)
-        ax.plot(delays, [(i + 1) / n for i in range(n)], label=name, color=color)
+        _cdf(ax, report["cdf"].get(name) or [], label=name, color=color)
     p = report["params"]
     ax.axvline(p["owd_ms"], color="gray", linestyle=":", label="one-way delay")
     ax.set_xlabel("in-order per-message delay (ms)")
@@ -94,9 +97,8 @@ def plot_fidelity(report: dict[str, Any], out: Path) -> None:
         errs = figs.get("owd_err_ms_cdf") or []
         if not errs:
             continue
-        n = len(errs)
         label = f"{name}: mean {figs['owd_err_ms_mean']:.3f} ms, p99-p50 {figs['added_jitter_p99_ms']:.3f} ms"
-        ax.plot(errs, [(i + 1) / n for i in range(n)], label=label, color=color)
+        _cdf(ax, errs, label=label, color=color)
     p = report["params"]
     ax.set_xlabel("measured - configured one-way delay (ms)")
     ax.set_ylabel("CDF")
@@ -130,10 +132,8 @@ def plot_transport(report: dict[str, Any], out: Path) -> None:
             figs = case.get(name)
             if not isinstance(figs, dict) or not figs.get("cdf_ms"):
                 continue
-            d = figs["cdf_ms"]
-            n = len(d)
             mark = "" if figs.get("sustained") else " (not sustained)"
-            ax.plot(d, [(i + 1) / n for i in range(n)], label=f"{name}{mark}", color=color)
+            _cdf(ax, figs["cdf_ms"], label=f"{name}{mark}", color=color)
         ax.axvline(owd, color="gray", linestyle=":")
         ax.set_xscale("log")
         ax.set_title(f"{case['workload']}, loss {case['loss']:.0%}")
@@ -192,10 +192,8 @@ def plot_group(report: dict[str, Any], out: Path) -> None:
     if sizes:
         big = sizes[-1]
         for name, color in GROUP_COLORS.items():
-            cdf = big["request_reply"].get(name, {}).get("latency", {}).get("cdf_ms")
-            if cdf:
-                n = len(cdf)
-                ax.plot(cdf, [(i + 1) / n for i in range(n)], label=name, color=color)
+            cdf = big["request_reply"].get(name, {}).get("latency", {}).get("cdf_ms") or []
+            _cdf(ax, cdf, label=name, color=color)
         ax.set_title(f"request-reply latency, {big['nodes']} nodes")
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms)")
