@@ -668,10 +668,9 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) {
             g.stats.own_echoes += 1;
             return;
         }
-        let payload = payload.to_vec();
         g.addrs.insert(sender, from);
         let now = shared.clock.now();
-        g.member.handle_datagram(now, &payload);
+        g.member.handle_datagram(now, payload);
         g.route_events();
     });
 }

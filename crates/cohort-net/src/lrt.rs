@@ -429,7 +429,6 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
         let Some((sender, pn, payload)) = g.secure.open(datagram) else {
             return;
         };
-        let payload = payload.to_vec();
         match g.peer {
             Some((addr, id)) if id == u32::MAX && addr == from => g.peer = Some((addr, sender)),
             Some((_, id)) if id == sender => {}
@@ -440,6 +439,6 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
             }
         }
         let now = shared.clock.now();
-        g.conn.handle_packet(now, pn, &payload);
+        g.conn.handle_packet(now, pn, payload);
     });
 }
