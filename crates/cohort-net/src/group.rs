@@ -681,3 +681,18 @@ pub fn subnet_broadcast(ip: Ipv4Addr, prefix: u8) -> IpAddr {
     let mask = if host_bits == 32 { 0 } else { u32::MAX << host_bits };
     IpAddr::V4(Ipv4Addr::from(u32::from(ip) | !mask))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subnet_broadcast_sets_every_host_bit() {
+        let b = |ip: [u8; 4], prefix| subnet_broadcast(Ipv4Addr::from(ip), prefix).to_string();
+        assert_eq!(b([10, 78, 0, 3], 24), "10.78.0.255");
+        assert_eq!(b([10, 78, 1, 3], 20), "10.78.15.255");
+        assert_eq!(b([192, 168, 1, 1], 32), "192.168.1.1");
+        assert_eq!(b([192, 168, 1, 1], 0), "255.255.255.255");
+        assert_eq!(b([192, 168, 1, 1], 40), "192.168.1.1", "a prefix above 32 is taken as 32");
+    }
+}

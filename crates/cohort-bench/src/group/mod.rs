@@ -127,8 +127,8 @@ impl Net {
     }
 
     fn broadcast(&self, port: u16) -> SocketAddr {
-        let ip = self.nodes[0].1.octets();
-        SocketAddr::new(IpAddr::V4(Ipv4Addr::new(ip[0], ip[1], ip[2], 255)), port)
+        let a = &self.tb.attachments()[0];
+        SocketAddr::new(cohort_net::group::subnet_broadcast(a.addr, a.prefix), port)
     }
 
     fn addr(&self, k: usize, port: u16) -> SocketAddr {
