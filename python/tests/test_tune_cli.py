@@ -69,6 +69,30 @@ def state(tmp_path: Path) -> Iterator[Path]:
         restore(j, echo=lambda _s: None)
 
 
+def test_relative_objective_is_measured_against_the_default_trial_and_survives_resume(
+    tmp_path: Path, state: Path
+) -> None:
+    import optuna
+
+    need_root_cgroups()
+    d = spec_dict(tmp_path, {"a": {"cpu_shares": {"range": [128, 4096], "log": True}}}, duration_s=0.5)
+    d["objective"]["kind"] = "relative"
+    spec = tmp_path / "s.toml"
+    spec.write_text(toml_of(d))
+    db = tmp_path / "study.db"
+    for n in ("2", "1"):  # the second invocation resumes the study
+        r = cli("run", str(spec), "--state-dir", str(state), "--db", str(db), "--trials", n)
+        assert r.returncode == 0, r.stderr + r.stdout
+    study = optuna.load_study(study_name="t@test", storage=f"sqlite:///{db}")
+    trials = study.trials
+    assert len(trials) == 3 and trials[0].user_attrs["default"] is True
+    (base,) = study.user_attrs["baseline"]
+    assert base == pytest.approx(trials[0].user_attrs["stats"]["a.loop_ms"]["p99"])
+    assert trials[0].value == pytest.approx(1.0)
+    for t in trials[1:]:  # every later trial, before and after the resume, against that baseline
+        assert t.value == pytest.approx(t.user_attrs["stats"]["a.loop_ms"]["p99"] / base)
+
+
 def test_run_profile_apply_report(tmp_path: Path, state: Path, thp_guard: str) -> None:
     need_root_cgroups()
     d = spec_dict(tmp_path, {"a": {"cpu_shares": {"range": [128, 4096], "log": True}}}, duration_s=0.5)

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cohort.tune.errors import SpecError
+from cohort.tune.errors import AppError, SpecError
+from cohort.tune.runner import evaluate
 from cohort.tune.spec import load, parse
 
 REF = Path(__file__).resolve().parents[1] / "cohort" / "tune" / "specs" / "reference.toml"
@@ -19,7 +20,7 @@ def ref() -> dict:
 def test_reference_spec_loads() -> None:
     s = load(REF)
     assert [a.name for a in s.apps] == ["nav", "detect", "recorder", "uploader"]
-    assert s.objective.kind == "sum"
+    assert s.objective.kind == "relative"
     assert s.app("nav").metrics == ["loop_ms"]
     assert s.knob("nav.rt").choices == ["none", "deadline", "fifo"]
     assert s.knob("nav.cpu_shares").log
@@ -36,6 +37,21 @@ def test_slo_objective() -> None:
     }
     s = parse(d)
     assert s.objective.constraint is not None and s.objective.constraint.max == 50.0
+
+
+def test_relative_objective_takes_weights_and_divides_by_the_baseline() -> None:
+    d = ref()
+    d["objective"]["terms"][1]["weight"] = 0.5
+    s = parse(d)
+    stats = {"nav.loop_ms": {"p99": 30.0}, "detect.frame_ms": {"mean": 120.0}}
+    assert evaluate(s, stats, [60.0, 100.0]) == (0.5 + 0.5 * 1.2, None)
+    assert evaluate(s, stats) == (1.5, None)  # no baseline yet: the statistics are their own
+    with pytest.raises(AppError, match="default configuration"):
+        evaluate(s, stats, [0.0, 100.0])
+    d["objective"]["kind"] = "sum"
+    with pytest.raises(SpecError, match="takes no weights") as e:
+        parse(d)
+    assert e.value.where == "objective.terms"
 
 
 def _mut(path: list, value: object) -> dict:
@@ -64,7 +80,6 @@ def _mut(path: list, value: object) -> dict:
         (["objective", "kind"], "max", "objective.kind"),
         (["objective", "terms", 0, "stat"], "p42", "objective.terms[0].stat"),
         (["objective", "terms", 0, "app"], "lidar", "objective.terms[0].app"),
-        (["objective", "terms", 0, "weight"], 2.0, "objective.terms"),
         (["knobs", "nav", "turbo"], {"range": [1, 2]}, "knobs.nav.turbo"),
         (["knobs", "nav", "cpu_shares"], {"range": [10, 1]}, "knobs.nav.cpu_shares.range"),
         (["knobs", "nav", "cpu_shares"], {"range": [1, 1000000]}, "knobs.nav.cpu_shares.range"),

@@ -66,16 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="default vs tuned on the reference pair + sample efficiency on the recorded table")
     b.add_argument("--json", action="store_true", help="print the JSON report on stdout")
     b.add_argument("--out", default="docs/bench/tune", help="write OUT.json and OUT.png")
-    b.add_argument("--trials", type=int, default=12, help="live search trials per environment")
-    b.add_argument("--validate-reps", type=int, default=4, help="interleaved default/tuned runs per environment")
+    b.add_argument("--trials", type=int, default=20, help="live search trials per environment")
+    b.add_argument("--validate-reps", type=int, default=6, help="interleaved default/tuned runs per environment")
     b.add_argument("--envs", default="sparse,dense")
     b.add_argument("--table", help="recorded table (default: the one shipped in cohort/tune/data)")
     b.add_argument("--replay-only", action="store_true", help="only the sample-efficiency replay (no live runs)")
     b.add_argument("--state-dir", default=os.environ.get("COHORT_TUNE_STATE_DIR", DEFAULT_STATE_DIR))
 
-    g = sub.add_parser(
-        "record-grid", help="measure every configuration of the discretized grid once (the recorded table)"
-    )
+    g = sub.add_parser("record-grid", help="measure every configuration of the discretized grid (the recorded table)")
+    g.add_argument("--reps", type=int, default=2, help="measurements per configuration (one shuffled pass each)")
     g.add_argument("--env", default="dense", choices=["sparse", "dense"])
     g.add_argument("--out", required=True)
     g.add_argument("--duration", type=float, default=8.0)

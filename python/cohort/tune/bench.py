@@ -33,7 +33,7 @@ from typing import Any
 import optuna
 
 from cohort.tune import grid
-from cohort.tune.search import default_params, make_sampler, objective_fn
+from cohort.tune.search import enqueue_default, make_sampler, objective_fn
 from cohort.tune.spec import load
 
 DATA = Path(__file__).parent / "data"
@@ -49,7 +49,7 @@ def replay_run(table: dict[str, Any], sampler_name: str, seed: int, budget: int 
     A configuration is measured once: when a sampler proposes one it has already seen, the study
     is told the recorded value again at no cost (as a tuner would reuse its measurement), and
     only new configurations count against the budget — the same rule for every sampler."""
-    lookup = {grid.key(e["config"]): float(e["objective"]) for e in table["entries"]}
+    lookup = grid.objectives(table)
     axes = table["axes"]
     sampler = make_sampler(sampler_name, seed)
     study = optuna.create_study(sampler=sampler, direction="minimize")
@@ -94,8 +94,9 @@ def trials_to_within(values: list[float], optimum: float, tol: float = 0.05, bud
 
 
 def replay(table: dict[str, Any], seeds: int = SEEDS, budget: int = BUDGET) -> dict[str, Any]:
-    optimum = min(float(e["objective"]) for e in table["entries"])
-    within = sum(1 for e in table["entries"] if float(e["objective"]) <= optimum * 1.05)
+    objectives = grid.objectives(table)
+    optimum = min(objectives.values())
+    within = sum(1 for v in objectives.values() if v <= optimum * 1.05)
     out: dict[str, Any] = {
         "table_configs": len(table["entries"]),
         "table_optimum": optimum,
@@ -134,7 +135,7 @@ def live_env(env: str, trials: int, reps: int, state_dir: str, log: Any) -> dict
     spec.trial.duration_s, spec.trial.warmup_s, spec.trial.repetitions = 8.0, 1.5, 1
     with Session(spec, state_dir) as s:
         study = optuna.create_study(sampler=make_sampler("tpe", seed=0), direction="minimize")
-        study.enqueue_trial(default_params(spec, s.thp_at_start))
+        enqueue_default(study, spec, s.thp_at_start)
         study.optimize(objective_fn(s, spec, keep_samples=False, log=log), n_trials=trials, catch=(Exception,))
         done = [t for t in study.trials if t.value is not None]
         best = min(done, key=lambda t: t.value)  # type: ignore[arg-type,return-value]

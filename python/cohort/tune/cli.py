@@ -28,7 +28,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def cmd_record_grid(args: argparse.Namespace) -> int:
     from cohort.tune.grid import record
 
-    record(args.env, Path(args.out), args.duration, args.warmup, args.state_dir)
+    record(args.env, Path(args.out), args.duration, args.warmup, args.state_dir, reps=args.reps)
     return 0
 
 

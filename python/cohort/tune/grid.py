@@ -1,9 +1,10 @@
-"""The recorded table: every configuration of a discretized knob grid measured once.
+"""The recorded table: every configuration of a discretized knob grid, measured.
 
 ``python -m cohort.tune record-grid --env dense --out python/cohort/tune/data/grid_dense.json``
 runs the reference pair (:file:`specs/reference.toml`) under each configuration of
-:data:`AXES` in a shuffled order (so slow drift of the machine's background load does not line up
-with one knob), once each, and stores every measurement with how it was made. The replay
+:data:`AXES`, in passes of a shuffled order (so slow drift of the machine's background load does
+not line up with one knob), ``--reps`` times each, and stores every measurement with how it was
+made. The replay
 (:func:`replay`) then lets a sampler "measure" a configuration by looking it up, so Optuna and
 random search are compared over many seeds on identical, real data.
 """
@@ -59,25 +60,39 @@ def grid_configs() -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def record(env: str, out: Path, duration_s: float, warmup_s: float, state_dir: str, seed: int = 1) -> dict[str, Any]:
-    """Measure every grid configuration once; writes ``out`` as it goes (resumable)."""
+def objectives(table: dict[str, Any]) -> dict[str, float]:
+    """Each configuration's objective, the reference spec's: p99 NAV loop time and mean detector
+    frame time, each relative to the default configuration's (mean over its repetitions)."""
+    entries = {key(e["config"]): e for e in table["entries"]}
+    d = entries[key(table["default"])]
+    return {
+        k: e["nav_p99_ms"] / d["nav_p99_ms"] + e["detect_mean_ms"] / d["detect_mean_ms"] for k, e in entries.items()
+    }
+
+
+def record(
+    env: str, out: Path, duration_s: float, warmup_s: float, state_dir: str, reps: int = 2, seed: int = 1
+) -> dict[str, Any]:
+    """Measure every grid configuration ``reps`` times, one shuffled pass after another (so the
+    machine's drift is spread over all configurations); writes ``out`` as it goes (resumable)."""
     from cohort.tune.runner import Session
     from cohort.tune.spec import load
 
     spec = load(Path(__file__).parent / "specs" / "reference.toml")
     spec.environment = env
     spec.trial.duration_s, spec.trial.warmup_s, spec.trial.repetitions = duration_s, warmup_s, 1
-    configs = grid_configs()
-    random.Random(seed).shuffle(configs)
     table: dict[str, Any] = {
         "how": (
-            "Each configuration of the grid measured once, in a shuffled order, with the reference spec "
-            f"(nav --env {env} + detect, beside the recorder and uploader background apps) for {duration_s:g} s "
-            f"after a {warmup_s:g} s warm-up; objective = p99 nav loop_ms + mean detect frame_ms (seed 002's "
-            "global metric). Knobs not on the grid stay at the spec's defaults."
+            f"Each configuration of the grid measured {reps} times, in {reps} passes of a shuffled order, with "
+            f"the reference spec (nav --env {env} + detect, beside the recorder and uploader background apps) "
+            f"for {duration_s:g} s after a {warmup_s:g} s warm-up. nav_p99_ms and detect_mean_ms are means over "
+            "the repetitions; the objective (grid.objectives) is the reference spec's: p99 nav loop_ms and mean "
+            "detect frame_ms, each relative to the default configuration's. Knobs not on the grid stay at the "
+            "spec's defaults."
         ),
         "remake": (
-            f"python -m cohort.tune record-grid --env {env} --out {out} --duration {duration_s:g} --warmup {warmup_s:g}"
+            f"python -m cohort.tune record-grid --env {env} --out {out} --duration {duration_s:g} "
+            f"--warmup {warmup_s:g} --reps {reps}"
         ),
         "environment": env,
         "machine": {
@@ -92,25 +107,36 @@ def record(env: str, out: Path, duration_s: float, warmup_s: float, state_dir: s
     }
     if out.exists():
         old = json.loads(out.read_text())
-        if old.get("axes") == json.loads(json.dumps(AXES)) and old.get("environment") == env:
+        if old.get("axes") == json.loads(json.dumps(AXES)) and old.get("environment") == env and "reps" in old:
             table = old
-    done = {key(e["config"]) for e in table["entries"]}
+    table["reps"] = reps
+    entries = {key(e["config"]): e for e in table["entries"]}
     with Session(spec, state_dir) as session:
-        for i, cfg in enumerate(configs):
-            if key(cfg) in done:
-                continue
-            m = session.measure(cfg)
-            assert m is not None
-            entry = {
-                "config": cfg,
-                "objective": round(m.objective, 3),
-                "nav_p99_ms": round(m.stats["nav.loop_ms"]["p99"], 3),
-                "detect_mean_ms": round(m.stats["detect.frame_ms"]["mean"], 3),
-                "nav_loops": int(m.stats["nav.loop_ms"]["n"]),
-                "detect_frames": int(m.stats["detect.frame_ms"]["n"]),
-            }
-            table["entries"].append(entry)
-            table["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-            out.write_text(json.dumps(table, indent=1) + "\n")
-            print(f"[{i + 1}/{len(configs)}] {json.dumps(cfg)} -> {entry['objective']}", flush=True)
+        for rep in range(reps):
+            configs = grid_configs()
+            random.Random(seed + rep).shuffle(configs)
+            for i, cfg in enumerate(configs):
+                e = entries.setdefault(key(cfg), {"config": cfg, "reps": []})
+                if len(e["reps"]) > rep:
+                    continue
+                m = session.measure(cfg)
+                assert m is not None
+                e["reps"].append(
+                    {
+                        "nav_p99_ms": round(m.stats["nav.loop_ms"]["p99"], 3),
+                        "detect_mean_ms": round(m.stats["detect.frame_ms"]["mean"], 3),
+                        "nav_loops": int(m.stats["nav.loop_ms"]["n"]),
+                        "detect_frames": int(m.stats["detect.frame_ms"]["n"]),
+                    }
+                )
+                for k in ("nav_p99_ms", "detect_mean_ms"):
+                    e[k] = round(sum(r[k] for r in e["reps"]) / len(e["reps"]), 3)
+                table["entries"] = list(entries.values())
+                table["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+                out.write_text(json.dumps(table, indent=1) + "\n")
+                print(
+                    f"[pass {rep + 1}/{reps}, {i + 1}/{len(configs)}] {json.dumps(cfg)} -> nav p99 "
+                    f"{e['reps'][-1]['nav_p99_ms']:.1f} ms, detect mean {e['reps'][-1]['detect_mean_ms']:.1f} ms",
+                    flush=True,
+                )
     return table

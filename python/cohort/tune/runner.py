@@ -82,8 +82,22 @@ def term_value(term: Term, stats: dict[str, dict[str, float]]) -> float:
     return s[term.stat]
 
 
-def evaluate(spec: Spec, stats: dict[str, dict[str, float]]) -> tuple[float, float | None]:
-    obj = sum((t.weight if spec.objective.kind != "sum" else 1.0) * term_value(t, stats) for t in spec.objective.terms)
+def evaluate(
+    spec: Spec, stats: dict[str, dict[str, float]], baseline: list[float] | None = None
+) -> tuple[float, float | None]:
+    """The objective and the SLO constraint's slack of one set of statistics.
+
+    Kind ``relative`` divides each term by ``baseline`` (the term values under the default
+    configuration); without one the statistics are their own baseline."""
+    kind = spec.objective.kind
+    vals = [term_value(t, stats) for t in spec.objective.terms]
+    if kind == "relative":
+        base = baseline if baseline is not None else vals
+        if any(b <= 0 for b in base):
+            raise AppError(f"relative objective: a term is {min(base)} under the default configuration")
+        obj = sum(t.weight * v / b for t, v, b in zip(spec.objective.terms, vals, base, strict=True))
+    else:
+        obj = sum((t.weight if kind != "sum" else 1.0) * v for t, v in zip(spec.objective.terms, vals, strict=True))
     c = spec.objective.constraint
     cons = None if c is None or c.max is None else term_value(c, stats) - c.max
     return obj, cons

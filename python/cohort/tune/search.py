@@ -11,6 +11,9 @@
   enqueued as the first trial, so the study always knows what "untuned" costs.
 * Each trial runs ``trial.repetitions`` measurements; its value is their mean objective, the
   per-repetition values and the statistics are stored as trial attributes.
+* With ``kind = "relative"`` each term is divided by its value under the default
+  configuration (that first trial), so a detector's ~100 ms frames and a planner's p99 count
+  by how much each improves, not by their scale; the baseline is kept in the study.
 * With ``kind = "slo"`` the constraint (stat - max <= 0) goes to the sampler's
   ``constraints_func`` and the best trial is the best feasible one.
 * A configuration the kernel refuses (e.g. SCHED_DEADLINE admission control: EBUSY) fails its
@@ -30,6 +33,7 @@ from typing import Any
 import optuna
 
 from cohort.tune.errors import TuneError
+from cohort.tune.runner import evaluate, term_value
 from cohort.tune.spec import Knob, Spec, load
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -44,6 +48,9 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 # (median trials to within 5%: 5 at 2 or 3, 6 at 4 and 6; random search 8), not on the
 # reported seeds 0-19.
 N_STARTUP = 3
+
+DEFAULT_ATTR = "default"  # trial user attribute: this trial is the default configuration
+BASELINE_ATTR = "baseline"  # study user attribute: the relative objective's term values at default
 
 
 def make_sampler(
@@ -160,19 +167,34 @@ def best_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
     return min(pool, key=lambda t: t.value) if pool else None  # type: ignore[arg-type,return-value]
 
 
+def enqueue_default(study: optuna.Study, spec: Spec, thp_now: str | None) -> None:
+    """Make the default configuration the study's next trial, marked as the default (the
+    baseline of a ``relative`` objective)."""
+    study.enqueue_trial(default_params(spec, thp_now), user_attrs={DEFAULT_ATTR: True})
+
+
 def objective_fn(session: Any, spec: Spec, keep_samples: bool = True, log: Any = print) -> Any:
+    """Optuna objective: measure a suggested configuration ``spec.trial.repetitions`` times.
+
+    A ``relative`` objective divides each term by its value under the default configuration:
+    the trial marked by :func:`enqueue_default` sets that baseline (kept in the study's user
+    attributes, so a resumed study keeps it) and must run first."""
     terms = [f"{t.app}.{t.metric}" for t in spec.objective.terms]
+    relative = spec.objective.kind == "relative"
 
     def objective(trial: optuna.Trial) -> float:
+        baseline = trial.study.user_attrs.get(BASELINE_ATTR)
+        if relative and baseline is None and not trial.user_attrs.get(DEFAULT_ATTR):
+            raise TuneError("a relative objective needs the default configuration measured first (enqueue_default)")
         cfg = suggest_config(trial, spec)
-        values: list[float] = []
+        rep_stats: list[dict[str, dict[str, float]]] = []
         cons: list[float] = []
         stats_acc: dict[str, list[dict[str, float]]] = {}
         samples: dict[str, list[float]] = {}
         try:
             for _ in range(spec.trial.repetitions):
                 m = session.measure(cfg, keep_samples=keep_samples)
-                values.append(m.objective)
+                rep_stats.append(m.stats)
                 if m.constraint is not None:
                     cons.append(m.constraint)
                 for k, s in m.stats.items():
@@ -183,23 +205,26 @@ def objective_fn(session: Any, spec: Spec, keep_samples: bool = True, log: Any =
             trial.set_user_attr("error", str(e))
             log(f"trial {trial.number}: failed: {e}")
             raise
+        stats = {
+            k: {s: sum(r[s] for r in rs) / len(rs) for s in rs[0] if all(s in r for r in rs)}
+            for k, rs in stats_acc.items()
+        }
+        if relative and baseline is None:
+            baseline = [term_value(t, stats) for t in spec.objective.terms]
+            trial.study.set_user_attr(BASELINE_ATTR, baseline)
+            log(f"trial {trial.number}: baseline (default configuration) {dict(zip(terms, baseline, strict=True))}")
+        values = [evaluate(spec, st, baseline)[0] for st in rep_stats]
         value = sum(values) / len(values)
         trial.set_user_attr("repetitions", values)
         trial.set_user_attr("config", session.resolve(cfg))
-        trial.set_user_attr(
-            "stats",
-            {
-                k: {s: sum(r[s] for r in rs) / len(rs) for s in rs[0] if all(s in r for r in rs)}
-                for k, rs in stats_acc.items()
-            },
-        )
+        trial.set_user_attr("stats", stats)
         if cons:
             trial.set_user_attr("constraint", sum(cons) / len(cons))
         if keep_samples:
             trial.set_user_attr("samples", samples)
         log(
-            f"trial {trial.number}: objective {value:.2f} "
-            f"(reps {', '.join(f'{v:.1f}' for v in values)}) {json.dumps(cfg)}"
+            f"trial {trial.number}: objective {value:.4g} "
+            f"(reps {', '.join(f'{v:.4g}' for v in values)}) {json.dumps(cfg)}"
         )
         return value
 
@@ -229,8 +254,8 @@ def run_study(args: argparse.Namespace) -> int:
     sampler = make_sampler(args.sampler, args.seed, constrained=spec.objective.kind == "slo")
     study = open_study(spec, db, sampler)
     with Session(spec, args.state_dir, keep=args.keep) as session:
-        if not study.trials:
-            study.enqueue_trial(default_params(spec, session.thp_at_start), skip_if_exists=True)
+        if not study.trials or (spec.objective.kind == "relative" and BASELINE_ATTR not in study.user_attrs):
+            enqueue_default(study, spec, session.thp_at_start)  # again if it failed before
         study.set_user_attr("spec", str(Path(args.spec).resolve()))
         study.set_user_attr("environment", spec.environment)
         t0 = time.monotonic()

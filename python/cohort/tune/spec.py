@@ -20,10 +20,12 @@ Example (``python/cohort/tune/specs/reference.toml`` is the full reference)::
     env = { OPENBLAS_NUM_THREADS = "1" }
 
     [objective]
-    kind = "sum"                    # sum | weighted | slo
+    kind = "sum"                    # sum | weighted | relative | slo
     terms = [{ app = "nav", metric = "loop_ms", stat = "p99" },
              { app = "detect", metric = "frame_ms", stat = "mean" }]
     # kind = "slo": constraint = { app = "nav", metric = "loop_ms", stat = "p99", max = 50.0 }
+    # kind = "relative": each term divided by its value under the default configuration
+    # (the study's first trial), so apps whose metrics differ in scale count alike (weights allowed)
 
     [knobs.nav]
     rt = { choices = ["none", "deadline", "fifo"] }
@@ -49,7 +51,7 @@ from typing import Any
 from cohort.tune.errors import SpecError
 
 STATS = ("mean", "p50", "p90", "p99", "max")
-OBJECTIVE_KINDS = ("sum", "weighted", "slo")
+OBJECTIVE_KINDS = ("sum", "weighted", "relative", "slo")
 RT_POLICIES = ("none", "deadline", "fifo")
 THP_MODES = ("always", "madvise", "never")
 
