@@ -193,6 +193,7 @@ impl Member {
         *deadline = now + self.cfg.msg_t + *proc_t + self.cfg.msg_t.saturating_mul(rmask.len() as u32);
         *broadcasts += 1;
         let (rmask, data) = (rmask.clone(), std::mem::take(data));
+        self.heartbeat_before_round(now);
         self.stats.requests_sent += 1;
         self.send(now, Dest::Broadcast, Message::Areq { ticket, seqno, rmask, data: &data });
         if let Some(Running::Request { data: d, .. }) = &mut self.coord_state.running {
@@ -307,6 +308,7 @@ impl Member {
         }
         *deadline = now + wait + wait.saturating_mul(rmask.len() as u32);
         let msg = Message::Vpush { ticket, push: *push, next_ticket, rmask: rmask.clone(), view };
+        self.heartbeat_before_round(now);
         self.stats.pushes_sent += 1;
         self.send(now, Dest::Broadcast, msg);
     }
@@ -349,6 +351,17 @@ impl Member {
             Some(Running::Push { rmask, .. }) if removed && rmask.is_empty() => self.next_push_phase(now),
             Some(Running::LeavePoll { left, .. }) if reason == RemoveReason::Left => left.push(pid),
             _ => {}
+        }
+    }
+
+    /// The deadline of the running round whose answers come in slot order (a request or a
+    /// view push), if one runs.
+    pub(super) fn slotted_round_deadline(&self) -> Option<Instant> {
+        match &self.coord_state.running {
+            Some(Running::Request { deadline, .. }) | Some(Running::Push { deadline, .. }) if self.is_coordinator() => {
+                Some(*deadline)
+            }
+            _ => None,
         }
     }
 

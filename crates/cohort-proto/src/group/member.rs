@@ -249,10 +249,7 @@ impl Member {
         self.send_due_answers(now);
         self.pump(now);
         if self.heartbeat_due().is_some_and(|t| t <= now) {
-            let (ticket, view, coord, members) = self.heartbeat_fields();
-            self.stats.heartbeats_sent += 1;
-            self.last_heartbeat = Some(now);
-            self.send(now, Dest::Broadcast, Message::Hbeat { ticket, view, coord, members });
+            self.send_heartbeat(now);
         }
     }
 
@@ -314,12 +311,55 @@ impl Member {
     /// the coordinator every `heartbeat_t` whatever else it sends, because its heartbeat
     /// carries its view: that is how a second coordinator (after a false suspicion) learns
     /// which of the two was removed.
+    ///
+    /// While the coordinator waits for answers in slot order (a request or view-push round),
+    /// the channel belongs to the addressed members: a heartbeat then would contend with the
+    /// answer of the next slot, whose sender queues it the moment the previous one ends, and a
+    /// collision loses that answer and costs a re-broadcast round. So a heartbeat that comes
+    /// due during such a round waits for the round's end, and goes just before the next
+    /// round's broadcast ([`heartbeat_before_round`](Self::heartbeat_before_round)) or as soon
+    /// as the coordinator is idle. It waits half a `heartbeat_t` at most, and never leaves the
+    /// coordinator silent for longer than `heartbeat_t`; and it keeps the schedule (the next
+    /// one is due `heartbeat_t` after this one was), so the coordinator sends as many
+    /// heartbeats as ever, and its members' fault detectors see no fewer signs of life.
     fn heartbeat_due(&self) -> Option<Instant> {
         if !self.is_member() {
             return None;
         }
-        let last = if self.is_coordinator() { self.last_heartbeat } else { self.last_sent };
-        Some(last.map_or(Instant::ZERO, |t| t + self.cfg.heartbeat_t))
+        let after = |t: Option<Instant>| t.map_or(Instant::ZERO, |t| t + self.cfg.heartbeat_t);
+        if !self.is_coordinator() {
+            return Some(after(self.last_sent));
+        }
+        let due = after(self.last_heartbeat);
+        Some(match self.slotted_round_deadline() {
+            Some(end) => due.max(end.min(due + self.max_heartbeat_delay()).min(after(self.last_sent))),
+            None => due,
+        })
+    }
+
+    /// How long the coordinator's heartbeat may wait for the end of a round.
+    fn max_heartbeat_delay(&self) -> Duration {
+        self.cfg.heartbeat_t / 2
+    }
+
+    /// Sends the coordinator's heartbeat, if one is due, ahead of a round's broadcast: the
+    /// addressed members are silent until they hear the broadcast, so it contends with nobody.
+    pub(super) fn heartbeat_before_round(&mut self, now: Instant) {
+        if self.is_coordinator() && self.last_heartbeat.is_none_or(|t| t + self.cfg.heartbeat_t <= now) {
+            self.send_heartbeat(now);
+        }
+    }
+
+    fn send_heartbeat(&mut self, now: Instant) {
+        let (ticket, view, coord, members) = self.heartbeat_fields();
+        self.stats.heartbeats_sent += 1;
+        // A heartbeat that waited (for a round's end) counts from when it was due.
+        let due = self.last_heartbeat.map(|t| t + self.cfg.heartbeat_t);
+        self.last_heartbeat = Some(match due {
+            Some(d) if d <= now && now - d <= self.max_heartbeat_delay() => d,
+            _ => now,
+        });
+        self.send(now, Dest::Broadcast, Message::Hbeat { ticket, view, coord, members });
     }
 
     fn heartbeat_fields(&self) -> (u64, u64, bool, cohort_wire::group::PidMask) {

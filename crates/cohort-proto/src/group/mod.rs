@@ -41,7 +41,11 @@
 //! # Fault detection (what the paper assumes, built here)
 //!
 //! Any message from a process is a sign of life; a member that has sent nothing for
-//! [`Config::heartbeat_t`] broadcasts a heartbeat (HBEAT) carrying the pids of its view. The
+//! [`Config::heartbeat_t`] broadcasts a heartbeat (HBEAT) carrying the pids of its view; the
+//! coordinator sends one every `heartbeat_t` whatever else it sends, but not among the
+//! answers of a round it waits for if it can help it (it would contend with them for the
+//! channel): one that comes due then waits, up to half a `heartbeat_t`, for the round's end and
+//! goes ahead of the next round's broadcast, and keeps its schedule. The
 //! coordinator suspects a member it has not heard from for [`Config::fault_detect_t`]; an
 //! ordinary member suspects its coordinator likewise. Every process carries an *incarnation*;
 //! a message from a larger incarnation of a member tells that its old incarnation failed, and

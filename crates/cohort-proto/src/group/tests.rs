@@ -237,6 +237,59 @@ fn a_lost_reply_is_recovered_by_slot_timers_and_a_rebroadcast_to_the_missing_onl
 }
 
 #[test]
+fn the_coordinators_heartbeat_waits_for_the_end_of_a_round_of_replies() {
+    // Requests back to back to 11 members: the replies of a round follow each other on the
+    // air, and a heartbeat sent among them would contend with the next one (on a real channel
+    // a collision loses that reply and costs a re-broadcast round).
+    let pids: Vec<u32> = (1..=12).collect();
+    let mut t = Team::new(&pids);
+    for i in 0..100u8 {
+        t.on(1, |m, now| m.request_reply(now, &pids, vec![i], MS)).unwrap();
+    }
+    t.run_for(Duration::from_secs(2));
+    let done: Vec<Instant> =
+        t.events[&1].iter().filter(|(_, e)| matches!(e, Event::Replies(_))).map(|(at, _)| *at).collect();
+    assert_eq!(done.len(), 100);
+    // In the coordinator's sending order, a heartbeat goes only when every request broadcast
+    // so far has all its replies: between two rounds, ahead of the next request.
+    let (mut areqs, mut heartbeats) = (0, vec![]);
+    for (at, from, _, bytes) in &t.sent {
+        match (*from, bytes[0]) {
+            (1, kind::AREQ) => areqs += 1,
+            (1, kind::HBEAT) => {
+                let completed = done.iter().filter(|d| *d <= at).count();
+                assert_eq!(areqs, completed, "heartbeat at {at:?} while request {areqs} waited for replies");
+                heartbeats.push(*at);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(areqs, 100, "no re-broadcast");
+    // It still goes every `heartbeat_t`, late by at most the round it waited for.
+    let round = done[1] - done[0];
+    assert!(heartbeats.len() >= 8, "{heartbeats:?}");
+    assert!(heartbeats.windows(2).all(|w| w[1] - w[0] <= cfg().heartbeat_t + round), "{heartbeats:?}");
+}
+
+#[test]
+fn a_round_longer_than_the_heartbeat_period_does_not_silence_the_coordinator() {
+    let mut t = Team::new(&[1, 2, 3]);
+    // The members never answer: the round re-broadcasts every `MsgT + procT + 2·MsgT`.
+    t.auto_reply = false;
+    let proc_t = cfg().heartbeat_t * 5;
+    t.on(1, |m, now| m.request_reply(now, &[2, 3], b"slow".to_vec(), proc_t)).unwrap();
+    t.run_for(cfg().fault_detect_t * 4);
+    let sent_by_coord: Vec<Instant> = t.sent.iter().filter(|s| s.1 == 1).map(|s| s.0).collect();
+    assert!(sent_by_coord.windows(2).all(|w| w[1] - w[0] <= cfg().heartbeat_t), "{sent_by_coord:?}");
+    assert!(t.sent_of(kind::HBEAT, Instant::ZERO).iter().any(|h| h.1 == 1), "heartbeats within the round");
+    assert!(t.sent_of(kind::AREQ, Instant::ZERO).len() > 1, "re-broadcasts happened");
+    for p in [2, 3] {
+        assert_eq!(t.m(p).coordinator(), Some(1));
+        assert_eq!(t.m(p).stats().suspicions, 0);
+    }
+}
+
+#[test]
 fn duplicated_requests_are_handled_once() {
     let mut t = Team::new(&[1, 2, 3]);
     t.delay = 2 * MS;
