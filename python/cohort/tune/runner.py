@@ -142,6 +142,7 @@ class Session:
         self._old_handlers: dict[int, Any] = {}
         self._locks: list[Lock] = []
         self._seq = 0
+        self.last_stats: dict[str, dict[str, float]] = {}
 
     # ---- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> Session:
@@ -385,6 +386,7 @@ class Session:
                 stats[f"{app.name}.{metric}"] = stats_of(vals)
                 if keep_samples:
                     samples[f"{app.name}.{metric}"] = vals
+        self.last_stats = stats  # what was measured, even when the objective cannot be computed
         obj, cons = evaluate(self.spec, stats)
         return Measurement(stats, obj, cons, samples, {k: c.malformed for k, c in collectors.items() if c.malformed})
 
