@@ -216,3 +216,19 @@ def test_apps_start_with_low_fds_taken(tmp_path: Path) -> None:
     finally:
         for fd in held:
             os.close(fd)
+
+
+def test_the_tuner_reads_metrics_at_fifo_priority_its_apps_start_under_cfs(tmp_path: Path) -> None:
+    """Its apps outweigh the tuner under CFS; a starved tuner stamps lines late. Inside a
+    session the tuner's thread is SCHED_FIFO 1 (reset on fork), its apps are not, and the
+    prior policy comes back at the end."""
+    need_root_cgroups()
+    before = os.sched_getscheduler(0)
+    spec = make_spec(tmp_path, {"a": {"cpu_shares": {"range": [128, 4096]}}}, duration_s=0.6)
+    with Session(spec, tmp_path / "state") as s:
+        assert os.sched_getscheduler(0) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+        assert os.sched_getparam(0).sched_priority == 1
+        s.start_app(spec.apps[0], 20, tmp_path / "m")
+        app = s.procs["a"].pid
+        assert os.sched_getscheduler(app) == os.SCHED_OTHER
+    assert os.sched_getscheduler(0) == before

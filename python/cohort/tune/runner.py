@@ -143,6 +143,7 @@ class Session:
         self._locks: list[Lock] = []
         self._seq = 0
         self.last_stats: dict[str, dict[str, float]] = {}
+        self._own_sched: tuple[int, os.sched_param] | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> Session:
@@ -162,12 +163,33 @@ class Session:
                 raise
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        if not self.dry_run:
+            self._raise_own_priority()
         try:
             self.cg.create()
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _raise_own_priority(self) -> None:
+        """Run the tuner's own thread at SCHED_FIFO priority 1, reset on fork (the apps start
+        under the normal policy). The collectors stamp each metric line when they read it: a
+        tuner starved by the very apps it measures (their cgroups outweigh it under CFS) read
+        lines seconds late and stamped them outside the window. Its work is a few file reads
+        every 100 ms, so it takes nothing measurable from the apps."""
+        try:
+            self._own_sched = (os.sched_getscheduler(0), os.sched_getparam(0))
+            os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK, os.sched_param(1))
+        except OSError as e:
+            self._own_sched = None
+            self.echo(f"warning: could not raise the tuner to SCHED_FIFO ({e}); under load it may read metrics late")
+
+    def _restore_own_priority(self) -> None:
+        if self._own_sched is not None:
+            policy, param = self._own_sched
+            os.sched_setscheduler(0, policy, param)
+            self._own_sched = None
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt(f"signal {signum}")
@@ -186,6 +208,7 @@ class Session:
                 signal.signal(sig, h)
             if self._own_scratch:
                 shutil.rmtree(self.scratch, ignore_errors=True)
+            self._restore_own_priority()
             self._release_locks()
 
     def _release_locks(self) -> None:
