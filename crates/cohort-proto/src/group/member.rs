@@ -183,7 +183,16 @@ impl Member {
             self.stats.malformed += 1;
             return;
         };
-        if r.pid == self.pid || self.state == State::Left || !self.heard(now, r.pid, r.incarnation) {
+        // What shows a process acting as coordinator (see `heard`).
+        let acting = matches!(
+            r.msg,
+            Message::Areq { .. }
+                | Message::Jpoll { .. }
+                | Message::Lpoll { .. }
+                | Message::Vpush { .. }
+                | Message::Hbeat { coord: true, .. }
+        );
+        if r.pid == self.pid || self.state == State::Left || !self.heard(now, r.pid, r.incarnation, acting) {
             self.stats.ignored += 1;
             return;
         }
@@ -370,10 +379,18 @@ impl Member {
 
     /// Liveness bookkeeping for a message from `(pid, inc)`; `false` if the message comes from
     /// an incarnation older than the one in the view (a late message of a former life).
-    fn heard(&mut self, now: Instant, pid: u32, inc: u32) -> bool {
+    ///
+    /// A member's coordinator counts as alive only while it acts as one (`acting`: requests,
+    /// polls, pushes, coordinator heartbeats). After a false suspicion a member may elect a
+    /// process that still follows the old coordinator and never takes over; its ordinary
+    /// heartbeats must not keep the member waiting for it forever.
+    fn heard(&mut self, now: Instant, pid: u32, inc: u32, acting: bool) -> bool {
         match self.view.get(pid).map(|e| e.incarnation) {
             Some(known) if known == inc => {
-                self.last_heard.insert(pid, now);
+                if acting || self.coord != Some(pid) {
+                    let t = self.last_heard.entry(pid).or_insert(now);
+                    *t = (*t).max(now);
+                }
                 true
             }
             Some(known) if known < inc => {
@@ -455,6 +472,14 @@ impl Member {
         self.coord = self.view.min_ticket();
         self.incoming = None;
         self.ack = None;
+        if let Some(c) = self.coord
+            && c != self.pid
+        {
+            // The elected has one more FaultDetectT to act as coordinator: it suspects the
+            // old one up to that much later than we did when it heard it later.
+            self.last_heard.insert(c, now + self.cfg.fault_detect_t);
+            return;
+        }
         if self.coord != Some(self.pid) {
             return;
         }

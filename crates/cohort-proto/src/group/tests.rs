@@ -531,3 +531,29 @@ fn api_errors_are_typed() {
     m.handle_datagram(Instant::ZERO, &[0xFF; 3]);
     assert_eq!(m.stats().malformed, 1);
 }
+
+#[test]
+fn a_member_whose_elected_coordinator_never_takes_over_does_not_wait_for_it_forever() {
+    let mut t = Team::new(&[1, 2, 3, 4]);
+    // 1 and 3 stop hearing each other and suspect each other: 3 elects 2, who hears 1 and
+    // keeps following it (a mutual false suspicion; 1 is not told by 3's heartbeats, which
+    // come from outside its view).
+    t.drop =
+        Box::new(|now, from, to, _| ((from, to) == (1, 3) || (from, to) == (3, 1)) && now < Instant::from_millis(700));
+    t.until(3, Duration::from_secs(1), |e| matches!(e, Event::Removed { pid: 1, .. }));
+    assert_eq!((t.m(3).coordinator(), t.m(2).coordinator()), (Some(2), Some(1)));
+    // 2's ordinary heartbeats do not count as coordinating: within one more FaultDetectT of
+    // grace 3 gives up on it, takes over what is left of its view and, told by the others'
+    // heartbeats that it is not in their group, leaves (to rejoin as a new incarnation).
+    t.until(3, Duration::from_millis(1000), |e| matches!(e, Event::Removed { pid: 2, .. }));
+    let e = t.until(3, Duration::from_secs(2), |e| matches!(e, Event::Left { .. }));
+    assert!(matches!(e, Event::Left { reason: LeftReason::Expelled { .. } }), "{e:?}");
+    t.run_for(Duration::from_secs(1));
+    // Nobody follows a process that is not coordinating, and the members agree.
+    let coords: Vec<u32> = t.members.values().filter(|m| m.is_coordinator()).map(|m| m.pid()).collect();
+    assert_eq!(coords.len(), 1, "one coordinator, got {coords:?}");
+    for m in t.members.values().filter(|m| m.is_member()) {
+        assert_eq!(m.coordinator(), Some(coords[0]), "{} follows a non-coordinator", m.pid());
+    }
+    assert!(t.views_agree());
+}
