@@ -39,6 +39,11 @@ pub fn round(x: f64, digits: i32) -> f64 {
     (x * p).round() / p
 }
 
+/// Arithmetic mean; 0 for an empty slice.
+pub fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
 /// The `q`-quantile of sorted `v` (the element at `⌊len·q⌋`); NaN for an empty slice.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {

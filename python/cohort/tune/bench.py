@@ -190,13 +190,25 @@ def plot(report: dict[str, Any], out: Path) -> None:
     for ax, (env, r) in zip(axes[1:], envs.items(), strict=False):
         if "_samples" not in r:
             continue
+        # A rare stall (seconds) would squeeze the histograms into one bar: the axis ends at the
+        # p99.9 of either, and the loops beyond it are counted in the legend.
+        right = 1.1 * max(float(np.percentile(r["_samples"][k], 99.9)) for k in ("default", "tuned"))
         for label, color in (("default", "tab:gray"), ("tuned", "tab:blue")):
-            vals = r["_samples"][label]
-            ax.hist(vals, bins=50, alpha=0.6, color=color, label=f"{label}: p99 {r[f'nav_p99_ms_{label}']:.1f} ms")
+            vals = np.asarray(r["_samples"][label])
+            beyond = vals[vals > right]
+            extra = f"; {len(beyond)} beyond the axis (max {beyond.max():.0f} ms)" if len(beyond) else ""
+            ax.hist(
+                vals[vals <= right],
+                bins=50,
+                alpha=0.6,
+                color=color,
+                label=f"{label}: p99 {r[f'nav_p99_ms_{label}']:.1f} ms{extra}",
+            )
         ax.axvline(50.0, color="k", ls=":", lw=1)
+        ax.set_xlim(0, right)
         ax.set_title(f"NAV loop time, {env} (ratio {r['nav_p99_ratio']:.2f})")
         ax.set_xlabel("loop_ms")
-        ax.legend()
+        ax.legend(fontsize="small", framealpha=0.8)
     rp = report.get("replay")
     ax = axes[0]
     if rp:
