@@ -2,6 +2,7 @@
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -39,11 +40,32 @@ def test_partial_lines_wait_for_newline(tmp_path: Path) -> None:
 
 def test_malformed_lines_are_kept_not_dropped(tmp_path: Path) -> None:
     path = tmp_path / "m"
-    path.write_bytes(b"loop_ms abc\nloop_ms\nloop ms 3\nloop_ms nan\nloop_ms 4 5\nok_ms 1e1\n")
+    path.write_bytes(
+        b"loop_ms abc\nloop_ms\nloop ms 3\nloop_ms nan\nloop_ms 4 5 6\nloop_ms 4 inf\nloop_ms 4 x\nok_ms 1e1\n"
+    )
     c = Collector(str(path))
     assert c.poll() == 1
     assert c.values("ok_ms") == [10.0]
-    assert len(c.malformed) == 5
+    assert len(c.malformed) == 7
+
+
+def test_an_iteration_counts_from_when_it_began_when_the_app_says(tmp_path: Path) -> None:
+    """A loop begun before the window (during start-up) but reported inside it is not counted;
+    without a start time the read time decides, as before."""
+    path = tmp_path / "m"
+    window = time.monotonic()
+    with Reporter(str(path)) as r:
+        r.report("loop_ms", 12857.4, started=window - 12.8)  # began long before the window
+        r.report("loop_ms", 25.0, started=window + 0.5)
+        r.report("loop_ms", 30.0)  # no start time: read after `window`
+        with pytest.raises(ProtocolError, match="start nan is not finite"):
+            r.report("loop_ms", 1.0, started=float("nan"))
+    assert path.read_text().splitlines()[0] == f"loop_ms 12857.4000 {window - 12.8:.6f}"
+    c = Collector(str(path))
+    c.poll()
+    assert [s.started_s is None for s in c.samples] == [False, False, True]
+    assert c.values("loop_ms", since_s=window) == [25.0, 30.0]
+    assert c.values("loop_ms") == [12857.4, 25.0, 30.0]
 
 
 def test_reporter_rejects_bad_names_and_values(tmp_path: Path) -> None:

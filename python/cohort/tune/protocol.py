@@ -3,11 +3,16 @@
 The tuner starts each app with the environment variable ``COHORT_TUNE_METRICS`` set to the path
 of a file. The app appends one line per iteration, ASCII, newline-terminated::
 
-    <metric> <value>
+    <metric> <value> [<start>]
 
 ``<metric>`` is a name of ``[A-Za-z0-9_.-]`` characters chosen by the app (the spec names which
 one the objective uses, e.g. ``loop_ms``), ``<value>`` a decimal number (milliseconds by
-convention: name the metric with a unit suffix). Two further line forms exist:
+convention: name the metric with a unit suffix). ``<start>``, optional, is when the iteration
+began, in seconds of ``CLOCK_MONOTONIC`` (Python's ``time.monotonic()``; the clock every process
+of the machine shares): the tuner then counts the sample only if the iteration began inside
+its measurement window, so an iteration that straddles the window's start (begun during the
+apps' start-up, before the knobs were applied) is not counted whole. Without it the tuner
+uses the time it read the line. Two further line forms exist:
 
 * ``ready`` — the app has finished its set-up (loaded its model, started all its threads). The
   tuner applies per-process knobs (real-time scheduling) to every thread of the app after this
@@ -25,6 +30,7 @@ Any language can speak it; from a shell: ``echo "loop_ms 12.5" >> "$COHORT_TUNE_
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
@@ -32,6 +38,14 @@ from dataclasses import dataclass, field
 
 ENV_VAR = "COHORT_TUNE_METRICS"
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+def _finite(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
 
 
 class ProtocolError(ValueError):
@@ -59,13 +73,15 @@ class Reporter:
         elif self.echo:
             print(line, flush=True)
 
-    def report(self, metric: str, value: float) -> None:
-        """One sample: ``metric value``."""
+    def report(self, metric: str, value: float, started: float | None = None) -> None:
+        """One sample: ``metric value``, and ``started`` (``time.monotonic()`` when the
+        iteration began) if given."""
         if not _NAME.match(metric):
             raise ProtocolError(f"metric name {metric!r} has characters outside [A-Za-z0-9_.-]")
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ProtocolError(f"metric {metric} value {value} is not finite")
-        self._line(f"{metric} {value:.4f}")
+        for what, x in (("value", value), ("start", started)):
+            if x is not None and not math.isfinite(x):
+                raise ProtocolError(f"metric {metric} {what} {x} is not finite")
+        self._line(f"{metric} {value:.4f}" if started is None else f"{metric} {value:.4f} {started:.6f}")
 
     def ready(self) -> None:
         """Set-up is done; all threads exist."""
@@ -88,6 +104,11 @@ class Sample:
     metric: str
     value: float
     t_s: float  # monotonic time at which the collector read the line
+    started_s: float | None = None  # monotonic time the iteration began, when the app says
+
+    def began_at_or_after(self, t: float) -> bool:
+        """Whether the iteration began at or after ``t`` (read then, for apps that do not say)."""
+        return (self.started_s if self.started_s is not None else self.t_s) >= t
 
 
 @dataclass
@@ -129,18 +150,17 @@ class Collector:
                 self.ready_at_s = now
             return False
         parts = line.split()
-        if len(parts) == 2 and _NAME.match(parts[0]):
-            try:
-                value = float(parts[1])
-            except ValueError:
-                value = float("nan")
-            if value == value and value not in (float("inf"), float("-inf")):
-                self.samples.append(Sample(parts[0], value, now))
+        if len(parts) in (2, 3) and _NAME.match(parts[0]):
+            value = _finite(parts[1])
+            started = _finite(parts[2]) if len(parts) == 3 else None
+            if value is not None and (len(parts) == 2 or started is not None):
+                self.samples.append(Sample(parts[0], value, now, started))
                 return True
         if len(self.malformed) < 100:
             self.malformed.append(line[:200])
         return False
 
     def values(self, metric: str, since_s: float = float("-inf")) -> list[float]:
-        """Values of one metric read at or after monotonic time ``since_s``."""
-        return [s.value for s in self.samples if s.metric == metric and s.t_s >= since_s]
+        """Values of one metric whose iterations began (or, unsaid, were read) at or after
+        monotonic time ``since_s``."""
+        return [s.value for s in self.samples if s.metric == metric and s.began_at_or_after(since_s)]

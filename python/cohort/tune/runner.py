@@ -405,7 +405,11 @@ class Session:
             c = collectors[app.name]
             c.poll()
             for metric in sorted({s.metric for s in c.samples}):
-                vals = [s.value for s in c.samples if s.metric == metric and start <= s.t_s <= end + 0.15]
+                vals = [
+                    s.value
+                    for s in c.samples
+                    if s.metric == metric and s.began_at_or_after(start) and s.t_s <= end + 0.15
+                ]
                 stats[f"{app.name}.{metric}"] = stats_of(vals)
                 if keep_samples:
                     samples[f"{app.name}.{metric}"] = vals

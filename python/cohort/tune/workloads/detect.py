@@ -164,7 +164,7 @@ def run(duration_s: float, reporter: Reporter, seed: int = 3, workers: int = 2) 
             ms = (time.monotonic() - t) * 1000.0
             with lock:
                 times.append(ms)
-                reporter.report("frame_ms", ms)
+                reporter.report("frame_ms", ms, started=t)
 
     threads = [threading.Thread(target=worker, name=f"infer{i}", daemon=True) for i in range(workers)]
     for th in threads:

@@ -282,8 +282,8 @@ def run(env: str, duration_s: float, period_ms: float, reporter: Reporter, seed:
         done = time.monotonic()
         loop_ms = (done - release) * 1000.0
         loops.append(loop_ms)
-        reporter.report("loop_ms", loop_ms)
-        reporter.report("compute_ms", (done - begin) * 1000.0)
+        reporter.report("loop_ms", loop_ms, started=release)
+        reporter.report("compute_ms", (done - begin) * 1000.0, started=begin)
         k += 1
     reporter.report("dropped_scans", float(dropped))
     arr = np.array(loops) if loops else np.zeros(1)

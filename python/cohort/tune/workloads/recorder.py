@@ -43,7 +43,7 @@ def run(duration_s: float, rate_mbps: float, reporter: Reporter, seed: int = 11)
     while time.monotonic() - t0 < duration_s:
         t = time.monotonic()
         out += len(zlib.compress(pool[n % len(pool)], 6))
-        reporter.report("chunk_ms", (time.monotonic() - t) * 1000.0)
+        reporter.report("chunk_ms", (time.monotonic() - t) * 1000.0, started=t)
         n += 1
         rest = t0 + n * period - time.monotonic()
         if rest > 0:
