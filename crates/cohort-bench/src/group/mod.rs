@@ -166,7 +166,7 @@ fn dist(d: &[Duration]) -> Value {
     if v.is_empty() {
         return json!({ "count": 0 });
     }
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    let mean = crate::stats::mean(&v);
     json!({
         "count": v.len(),
         "mean_ms": round(mean, 3),
@@ -474,7 +474,7 @@ fn summary(r: &Value, p: &GroupParams) -> Value {
     let mean_of = |sys: &str| {
         let v: Vec<f64> =
             join.iter().map(|j| get(j, &[sys, "join_delay", "mean_ms"])).filter(|x| x.is_finite()).collect();
-        if v.is_empty() { f64::NAN } else { v.iter().sum::<f64>() / v.len() as f64 }
+        if v.is_empty() { f64::NAN } else { crate::stats::mean(&v) }
     };
     let failover =
         r["failover_ms"].as_array().map_or(f64::NAN, |v| v.iter().filter_map(Value::as_f64).fold(f64::NAN, f64::max));
