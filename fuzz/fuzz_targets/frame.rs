@@ -68,7 +68,7 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(r) = FrameRepr::parse(&f) {
             assert_eq!(r.buffer_len(), data.len());
         }
-        let _ = (f.header(), f.ciphertext(), f.tag(), f.kind(), f.sender_id(), f.packet_number());
+        let _ = (f.header(), f.ciphertext(), f.tag(), f.kind(), f.sender_id(), f.epoch(), f.packet_number());
     }
 
     let Some((&mode, rest)) = data.split_first() else { return };
@@ -77,7 +77,7 @@ fuzz_target!(|data: &[u8]| {
     } else {
         let key = one_time_key();
         let mut opener = Opener::new(key.clone());
-        let mut sealer = Sealer::new(key, u32::from(mode >> 2));
+        let mut sealer = Sealer::with_epoch(key, u32::from(mode >> 2), u64::from(mode));
         let payload = &rest[..rest.len().min(64)];
         let mut genuine = vec![0u8; payload.len() + OVERHEAD];
         let n = sealer.seal(kind::LRT, payload, &mut genuine).expect("buffer fits");

@@ -64,12 +64,12 @@ pub fn secure_session(loss: f64, seed: u64, count: u64) -> SessionSummary {
     let cfg = Config::default();
     let mut leader = Node {
         conn: Connection::connect(cfg.clone(), seed, Instant::ZERO).expect("valid config"),
-        sealer: Sealer::new(key.clone(), 1),
+        sealer: Sealer::with_epoch(key.clone(), 1, seed),
         opener: Opener::new(key.clone()),
     };
     let mut follower = Node {
         conn: Connection::accept(cfg, Instant::ZERO).expect("valid config"),
-        sealer: Sealer::new(key.clone(), 2),
+        sealer: Sealer::with_epoch(key.clone(), 2, seed ^ 1),
         opener: Opener::new(key),
     };
     let owd = Duration::from_millis(20);

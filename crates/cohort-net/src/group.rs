@@ -132,6 +132,12 @@ pub enum GroupError {
     TimedOut,
     #[error("the driver stopped")]
     Stopped,
+    #[error(transparent)]
+    Entropy(#[from] cohort_wire::frame::EntropyError),
+    /// Another socket on this robot (this network namespace) already runs this pid in this
+    /// group (team id and broadcast address).
+    #[error("pid {pid} of team {team} is already in use on this host; give this process another pid")]
+    PidInUse { team: u32, pid: u32 },
 }
 
 /// A request to handle: answer it with [`GroupSocket::reply`].
@@ -155,6 +161,9 @@ pub struct GroupSocketStats {
     pub frames: cohort_wire::frame::RejectCounters,
     /// This socket's own broadcasts, heard back and dropped.
     pub own_echoes: u64,
+    /// Authentic datagrams with this socket's pid from another life: another robot uses the
+    /// pid (dropped, and warned about once).
+    pub pid_conflicts: u64,
     /// Unicasts to a pid whose address was not known yet, broadcast instead.
     pub unicast_fallbacks: u64,
     /// Datagrams the kernel refused to send (full buffer, no route): lost, as on the air.
@@ -222,6 +231,8 @@ pub struct GroupSocket {
     thread: Option<JoinHandle<()>>,
     pid: u32,
     local: SocketAddr,
+    /// Holds this process's claim on its (team, pid) until the socket is dropped.
+    _claim: std::os::unix::net::UnixDatagram,
 }
 
 fn udp_socket(addr: SocketAddr, dscp: Option<u8>) -> Result<socket2::Socket, GroupError> {
@@ -264,19 +275,13 @@ fn bind(cfg: &GroupConfig) -> Result<(std::net::UdpSocket, std::net::UdpSocket),
     Ok((uni.into(), bc.into()))
 }
 
-/// The first packet number of this life: the wall clock in nanoseconds.
-fn first_packet_number() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX / 2))
-}
-
 impl GroupSocket {
     /// Binds the sockets and starts the driver. With [`Start::Static`] the socket is a member
     /// at once; with [`Start::Outside`] call [`join`](Self::join).
     pub fn open(cfg: GroupConfig, start: Start) -> Result<Self, GroupError> {
         let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
             .map_err(|e| GroupError::Config(e.to_string()))?;
+        let claim = claim_pid(cfg.team_id, cfg.broadcast, cfg.pid)?;
         let (uni, bc) = bind(&cfg)?;
         let local = uni.local_addr()?;
         let mut uni = UdpSocket::from_std(uni);
@@ -296,7 +301,7 @@ impl GroupSocket {
         };
         let inner = Inner {
             member,
-            secure: Secure::starting_at(key, cfg.pid, kind::GROUP, first_packet_number()),
+            secure: Secure::new(key, cfg.pid, kind::GROUP)?,
             addrs: HashMap::new(),
             stats: GroupSocketStats::default(),
             requests: VecDeque::new(),
@@ -318,7 +323,7 @@ impl GroupSocket {
             s2.lock().shutdown = true;
             s2.notify();
         })?;
-        Ok(GroupSocket { shared, thread: Some(thread), pid: cfg.pid, local })
+        Ok(GroupSocket { shared, thread: Some(thread), pid: cfg.pid, local, _claim: claim })
     }
 
     pub fn pid(&self) -> u32 {
@@ -661,11 +666,21 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) {
         let mut g = shared.lock();
         g.stats.datagrams_received += 1;
         g.stats.wire_bytes_received += datagram.len() as u64;
-        let Some((sender, _pn, payload)) = g.secure.open(datagram) else {
+        let Some(o) = g.secure.open(datagram) else {
             return;
         };
+        let (sender, payload) = (o.sender_id, o.payload);
         if sender == own {
-            g.stats.own_echoes += 1;
+            if o.epoch == g.secure.epoch() {
+                g.stats.own_echoes += 1;
+            } else {
+                // Another process, on another robot (this one's is refused at `open`), speaks
+                // with our pid: its frames are safe (another epoch) but the group is not.
+                if g.stats.pid_conflicts == 0 {
+                    tracing::warn!(pid = own, "group: another robot uses this pid");
+                }
+                g.stats.pid_conflicts += 1;
+            }
             return;
         }
         g.addrs.insert(sender, from);
@@ -673,6 +688,20 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) {
         g.member.handle_datagram(now, payload);
         g.route_events();
     });
+}
+
+/// Claims `pid` in the group (team id and broadcast address) on this host for the life of the
+/// returned socket: an abstract Unix socket named after them, which only one socket of a
+/// network namespace can bind and which the kernel releases when the process dies, however it
+/// dies.
+fn claim_pid(team: u32, group: SocketAddr, pid: u32) -> Result<std::os::unix::net::UnixDatagram, GroupError> {
+    use std::os::linux::net::SocketAddrExt;
+    let name = format!("cohort/team-{team}/group-{group}/pid-{pid}");
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    std::os::unix::net::UnixDatagram::bind_addr(&addr).map_err(|e| match e.kind() {
+        io::ErrorKind::AddrInUse => GroupError::PidInUse { team, pid },
+        _ => GroupError::Io(e),
+    })
 }
 
 /// The subnet broadcast address of `ip/prefix`, for building a [`GroupConfig`].

@@ -62,6 +62,8 @@ pub enum NetError {
     WouldBlock,
     #[error("timed out")]
     TimedOut,
+    #[error(transparent)]
+    Entropy(#[from] cohort_wire::frame::EntropyError),
 }
 
 /// Counters of the socket, besides the connection's own.
@@ -76,7 +78,8 @@ pub struct SocketStats {
     pub rejected_frames: u64,
     /// ...and by reason.
     pub frames: cohort_wire::frame::RejectCounters,
-    /// Authenticated datagrams from a sender other than the connected peer.
+    /// Authenticated datagrams from a sender other than the connected peer (another sender id,
+    /// or another life of the peer's: a restarted peer must open a new connection).
     pub foreign_sender: u64,
 }
 
@@ -84,7 +87,8 @@ pub struct SocketStats {
 struct Inner {
     conn: Connection,
     secure: Secure,
-    peer: Option<(SocketAddr, u32)>,
+    /// The peer's address and, once it has spoken, its sender id and life (epoch).
+    peer: Option<(SocketAddr, Option<(u32, u64)>)>,
     stats: SocketStats,
     shutdown: bool,
 }
@@ -142,9 +146,9 @@ impl LrtSocket {
         let waker = Waker::new(poll.registry(), WAKE)?;
         let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
             .map_err(|e| NetError::Config(e.to_string()))?;
-        let secure = Secure::new(key, cfg.sender_id, cohort_wire::frame::kind::LRT);
+        let secure = Secure::new(key, cfg.sender_id, cohort_wire::frame::kind::LRT)?;
         let inner =
-            Inner { conn, secure, peer: peer.map(|a| (a, u32::MAX)), stats: SocketStats::default(), shutdown: false };
+            Inner { conn, secure, peer: peer.map(|a| (a, None)), stats: SocketStats::default(), shutdown: false };
         let shared = Arc::new(Shared::new(inner, waker));
         let s2 = shared.clone();
         let thread = std::thread::Builder::new().name("cohort-lrt".into()).spawn(move || {
@@ -164,7 +168,8 @@ impl LrtSocket {
             .map_err(|_| NetError::Config("address".into()))?;
         let sock = bind(any, &cfg)?;
         let clock_now = cohort_time::Instant::ZERO;
-        let conn_id = u64::from(cfg.sender_id) << 32 | u64::from(std::process::id());
+        // Random, so no two connections (processes in containers share pids) share an id.
+        let conn_id = cohort_wire::frame::random_epoch()?;
         let conn =
             Connection::connect(cfg.lrt.clone(), conn_id, clock_now).map_err(|e| NetError::Config(e.to_string()))?;
         let s = Self::start(sock, conn, &cfg, Some(peer))?;
@@ -426,19 +431,20 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
         let mut g = shared.lock();
         g.stats.datagrams_received += 1;
         g.stats.wire_bytes_received += datagram.len() as u64;
-        let Some((sender, pn, payload)) = g.secure.open(datagram) else {
+        let Some(o) = g.secure.open(datagram) else {
             return;
         };
+        let life = Some((o.sender_id, o.epoch));
         match g.peer {
-            Some((addr, id)) if id == u32::MAX && addr == from => g.peer = Some((addr, sender)),
-            Some((_, id)) if id == sender => {}
-            None => g.peer = Some((from, sender)),
+            Some((addr, None)) if addr == from => g.peer = Some((addr, life)),
+            Some((_, known)) if known.is_some() && known == life => {}
+            None => g.peer = Some((from, life)),
             Some(_) => {
                 g.stats.foreign_sender += 1;
                 return;
             }
         }
         let now = shared.clock.now();
-        g.conn.handle_packet(now, pn, payload);
+        g.conn.handle_packet(now, o.packet_number, o.payload);
     });
 }

@@ -1,6 +1,6 @@
 //! The secure frame on a socket: one sealer for this endpoint's sender id, one opener.
 
-use cohort_wire::frame::{Opener, SealError, Sealer, TeamKey};
+use cohort_wire::frame::{EntropyError, Opener, SealError, Sealer, TeamKey};
 
 /// Sealing failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -11,7 +11,9 @@ pub enum SecureError {
     Buffer,
 }
 
-/// Seals outgoing and opens incoming datagrams of one payload kind with the team key.
+/// Seals outgoing and opens incoming datagrams of one payload kind with the team key. Each
+/// `Secure` is one life of its sender id: a random epoch, so no two share a nonce (see
+/// `cohort_wire::frame`).
 #[derive(Debug)]
 pub struct Secure {
     kind: u8,
@@ -22,20 +24,15 @@ pub struct Secure {
 }
 
 impl Secure {
-    /// Frames of `kind` (see `cohort_wire::frame::kind`) sent as `sender_id`, packet numbers
-    /// from 0.
-    pub fn new(key: TeamKey, sender_id: u32, kind: u8) -> Self {
-        Self::starting_at(key, sender_id, kind, 0)
+    /// Frames of `kind` (see `cohort_wire::frame::kind`) sent as `sender_id` in a new life (a
+    /// random epoch from the operating system), packet numbers from 0.
+    pub fn new(key: TeamKey, sender_id: u32, kind: u8) -> Result<Self, EntropyError> {
+        Ok(Secure { kind, sealer: Sealer::new(key.clone(), sender_id)?, opener: Opener::new(key), foreign_kind: 0 })
     }
 
-    /// Like [`new`](Self::new), the first packet number being `first`.
-    pub fn starting_at(key: TeamKey, sender_id: u32, kind: u8, first: u64) -> Self {
-        Secure {
-            kind,
-            sealer: Sealer::starting_at(key.clone(), sender_id, first),
-            opener: Opener::new(key),
-            foreign_kind: 0,
-        }
+    /// This life's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.sealer.epoch()
     }
 
     /// The packet number the next sealed datagram carries.
@@ -50,15 +47,14 @@ impl Secure {
         })
     }
 
-    /// `(sender id, packet number, plaintext)` of an authentic datagram of this kind; `None`
-    /// for anything else (counted by reason).
-    pub fn open<'a>(&mut self, datagram: &'a mut [u8]) -> Option<(u32, u64, &'a [u8])> {
+    /// The authentic datagram of this kind; `None` for anything else (counted by reason).
+    pub fn open<'a>(&mut self, datagram: &'a mut [u8]) -> Option<cohort_wire::frame::Opened<'a>> {
         let o = self.opener.open(datagram).ok()?;
         if o.kind != self.kind {
             self.foreign_kind += 1;
             return None;
         }
-        Some((o.sender_id, o.packet_number, o.payload))
+        Some(o)
     }
 
     /// Datagrams rejected so far, every reason together (another kind included).

@@ -215,3 +215,45 @@ fn bad_configurations_are_refused() {
         Err(GroupError::Request(cohort_proto::group::RequestError::NotCoordinator))
     ));
 }
+
+/// A second socket with a pid already running in the group on this host is refused with a
+/// clear error; once the first is gone the pid is free again, and the restarted process (a new
+/// life, packet numbers from 0 again) is heard by members that heard its former life.
+#[test]
+fn a_pid_in_use_is_refused_and_a_restarted_member_is_heard() {
+    let port = free_port();
+    let g = open_static(&[1, 2], port);
+    let err = GroupSocket::open(cfg(2, port, SECRET), Start::Static(vec![1, 2])).unwrap_err();
+    assert!(matches!(err, GroupError::PidInUse { team: 7, pid: 2 }), "{err:?}");
+    assert!(err.to_string().contains("already in use"));
+    // Another group (another broadcast port) may use the same pid on this host.
+    drop(GroupSocket::open(cfg(2, free_port(), SECRET), Start::Static(vec![2])).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = serve(g[1].clone(), stop.clone());
+    assert_eq!(g[0].request_reply(&[2], b"a", Duration::ZERO, WAIT).unwrap().replies.len(), 1);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let mut g = g;
+    drop(g.pop());
+    // The restart: a new life of pid 2 joins; the coordinator hears it at once.
+    let restarted = Arc::new(GroupSocket::open(cfg(2, port, SECRET), Start::Outside { incarnation: 1 }).unwrap());
+    let j = restarted.clone();
+    let t = std::thread::spawn(move || j.join(WAIT));
+    let mut added = Vec::new();
+    for _ in 0..40 {
+        added = g[0].check_joins(Duration::from_millis(50), WAIT).unwrap();
+        if !added.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(added, vec![2]);
+    assert_eq!(t.join().unwrap().unwrap(), vec![1, 2]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = serve(restarted.clone(), stop.clone());
+    assert_eq!(g[0].request_reply(&[2], b"b", Duration::ZERO, WAIT).unwrap().replies.len(), 1);
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let frames = g[0].stats().frames;
+    assert_eq!(frames.stale_life + frames.too_old + frames.replayed, 0, "{frames:?}");
+    assert_eq!(frames.new_lives, 1, "the restart is a new life of pid 2");
+}

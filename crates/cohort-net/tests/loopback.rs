@@ -84,3 +84,66 @@ fn bad_configuration_is_an_error() {
     let short = SocketConfig::new(b"short".to_vec(), 1, 1);
     assert!(matches!(LrtSocket::listen("127.0.0.1:0".parse().unwrap(), short), Err(NetError::Config(_))));
 }
+
+/// A frame's nonce fields: sender id, epoch, packet number.
+type Nonce = (u32, u64, u64);
+
+/// Forwards datagrams between one client and `target`, recording the client's frame headers.
+fn relay(
+    target: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<Nonce>>) {
+    use cohort_wire::frame::Frame;
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let addr = sock.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut seen, mut client, mut buf) = (Vec::new(), None, vec![0u8; 70_000]);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
+            if from == target {
+                if let Some(c) = client {
+                    let _ = sock.send_to(&buf[..n], c);
+                }
+                continue;
+            }
+            client = Some(from);
+            let f = Frame::new_checked(&buf[..n]).unwrap();
+            seen.push((f.sender_id(), f.epoch(), f.packet_number()));
+            let _ = sock.send_to(&buf[..n], target);
+        }
+        seen
+    });
+    (addr, h)
+}
+
+/// The restart defect of the nonce design: a sender restarted with the same secret and sender
+/// id used to start its packet numbers at 0 again and put hundreds of datagrams on the wire
+/// under nonces an earlier life had used. Three lives through a recording relay: every frame
+/// header (sender, epoch, packet number: the nonce) is new, and each life is served.
+#[test]
+fn a_restarted_sender_repeats_no_nonce_on_the_wire() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut headers = Vec::new();
+    for life in 0..3 {
+        let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+        stop.store(false, std::sync::atomic::Ordering::Relaxed);
+        let (addr, rec) = relay(server.local_addr(), stop.clone());
+        let c = LrtSocket::connect(addr, cfg(2)).unwrap();
+        for i in 0..300u32 {
+            c.send(&msg(i, 200)).unwrap();
+        }
+        for i in 0..300u32 {
+            assert_eq!(server.recv_timeout(Some(Duration::from_secs(10))).unwrap(), msg(i, 200), "life {life}");
+        }
+        c.flush(Some(Duration::from_secs(10))).unwrap();
+        drop(c);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        headers.extend(rec.join().unwrap());
+    }
+    let distinct: std::collections::HashSet<_> = headers.iter().collect();
+    assert!(headers.len() >= 3 * 50, "300 messages of 200 B are at least 50 symbols a life");
+    assert_eq!(distinct.len(), headers.len(), "a nonce was used twice");
+    let lives: std::collections::HashSet<_> = headers.iter().map(|h| h.1).collect();
+    assert_eq!(lives.len(), 3, "one epoch per life");
+}

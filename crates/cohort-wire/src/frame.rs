@@ -1,34 +1,46 @@
 //! The secure frame: every Cohort datagram is one.
 //!
 //! ```text
-//!  0         1         2             6             10                  18
-//! +---------+---------+-------------+-------------+-------------------+------------+----------+
-//! | version |  kind   |   team id   |  sender id  |   packet number   | ciphertext | tag (16) |
-//! |   u8    |   u8    |     u32     |     u32     |        u64        |  (payload) | Poly1305 |
-//! +---------+---------+-------------+-------------+-------------------+------------+----------+
-//! |<------------- header, 18 bytes: the AEAD's associated data ------->|
+//!  0         1         2             6             10            18                  26
+//! +---------+---------+-------------+-------------+-------------+-------------------+------------+----------+
+//! | version |  kind   |   team id   |  sender id  |    epoch    |   packet number   | ciphertext | tag (16) |
+//! |   u8    |   u8    |     u32     |     u32     |     u64     |        u64        |  (payload) | Poly1305 |
+//! +---------+---------+-------------+-------------+-------------+-------------------+------------+----------+
+//! |<------------------- header, 26 bytes: the AEAD's associated data --------------->|
 //! ```
 //!
-//! All integers are big-endian. The whole 18-byte header is the AEAD's associated data, so no
+//! All integers are big-endian. The whole 26-byte header is the AEAD's associated data, so no
 //! header bit can change unnoticed; the payload is encrypted, and the 16-byte Poly1305 tag
-//! closes the frame. A frame is [`OVERHEAD`] = 34 bytes longer than its payload.
+//! closes the frame. A frame is [`OVERHEAD`] = 42 bytes longer than its payload.
 //!
-//! * `version` is [`VERSION`] (1); anything else is refused before any cryptography.
+//! * `version` is [`VERSION`] (2); anything else is refused before any cryptography.
 //! * `kind` names the protocol inside ([`kind`]) so one socket can carry several. The frame
 //!   layer authenticates it but gives it no meaning; upper layers refuse kinds they do not know.
 //! * `team id` selects the key: a frame of another team is refused without decryption.
-//! * **Cipher**: ChaCha20-Poly1305 (RFC 8439, RustCrypto `chacha20poly1305`).
+//! * `epoch` names one *life* of a sealer: 64 bits the [`Sealer`] draws from the operating
+//!   system's CSPRNG when it is created, never from a clock.
+//! * **Cipher**: XChaCha20-Poly1305 (draft-irtf-cfrg-xchacha, RustCrypto `chacha20poly1305`),
+//!   whose 24-byte nonce holds sender, epoch and packet number whole.
 //! * **Keys** ([`TeamKey`]): HKDF-SHA256 (RFC 5869) over the team secret, salt
-//!   `"cohort frame key"`, info `"cohort v1 team " ‖ team id`: two teams sharing a secret
+//!   `"cohort frame key"`, info `"cohort v2 team " ‖ team id`: two teams sharing a secret
 //!   still get unrelated keys, and a frame moved from one team to the other fails
 //!   authentication even with its team id rewritten.
-//! * **Nonce**: sender id (4 bytes) ‖ packet number (8 bytes), both big-endian. A [`Sealer`]
-//!   owns its sender's counter, starts it at zero, increments it per frame and refuses to wrap,
-//!   so a (key, nonce) pair is never reused as long as sender ids are unique within the team and
-//!   a sender does not restart with the same id and key (give a restarted process a fresh
-//!   sender id, or the team a fresh secret).
-//! * **Replay** ([`Opener`]): per-sender sliding window of [`REPLAY_WINDOW`](crate::REPLAY_WINDOW)
-//!   packet numbers (RFC 6479 bitmap), updated only after authentication succeeds.
+//! * **Nonce**: sender id (4 bytes) ‖ epoch (8) ‖ packet number (8) ‖ four zero bytes.
+//!
+//! **The nonce invariant.** Under one team key, no two sealed frames share a nonce. Within a
+//! life the sealer's packet number strictly increases and refuses to wrap; two lives (a
+//! restarted process, a second socket, two robots left at the same sender id, a robot whose
+//! clock stepped back) differ in their epoch unless two independent 64-bit draws of the
+//! kernel's CSPRNG coincide, which for `L` lives of one sender id has probability at most
+//! `L² / 2⁶⁵` (below 3·10⁻⁸ for a million restarts). Nothing in it reads a clock or a file,
+//! so no clock step, reboot or copied state directory can make it repeat. Deterministic
+//! drivers (the simulator) choose epochs themselves with [`Sealer::with_epoch`] and must keep
+//! them distinct.
+//!
+//! * **Replay** ([`Opener`]): per sender and per life, a sliding window of
+//!   [`REPLAY_WINDOW`](crate::REPLAY_WINDOW) packet numbers (RFC 6479 bitmap), updated only
+//!   after authentication succeeds. A restarted sender is a new life and is accepted at once;
+//!   a life the opener has retired stays refused, so an old life cannot be replayed.
 //!
 //! An [`Opener`] counts every outcome by reason ([`RejectCounters`]) and never parses a frame
 //! further once one check fails.
@@ -36,19 +48,19 @@
 //! The [`Frame`] view follows smoltcp's contract: [`Frame::new_checked`] validates the length
 //! once, after which no accessor can panic; [`FrameRepr::parse`] validates the version.
 
-use chacha20poly1305::Nonce;
+use chacha20poly1305::XNonce;
 
 mod key;
 mod open;
 mod seal;
 
 pub use key::{KeyError, MIN_SECRET_LEN, TeamKey};
-pub use open::{OpenError, Opened, Opener, RejectCounters};
-pub use seal::{SealError, Sealer};
+pub use open::{MAX_LIVES, MAX_RETIRED, OpenError, Opened, Opener, RejectCounters};
+pub use seal::{EntropyError, SealError, Sealer, random_epoch};
 
 /// Frame format version.
-pub const VERSION: u8 = 1;
-/// Header length: version, kind, team id, sender id, packet number.
+pub const VERSION: u8 = 2;
+/// Header length: version, kind, team id, sender id, epoch, packet number.
 pub const HEADER_LEN: usize = field::PACKET_NUMBER.end;
 /// Authentication tag length.
 pub const TAG_LEN: usize = 16;
@@ -70,7 +82,8 @@ pub mod field {
     pub const KIND: usize = 1;
     pub const TEAM_ID: Range<usize> = 2..6;
     pub const SENDER_ID: Range<usize> = 6..10;
-    pub const PACKET_NUMBER: Range<usize> = 10..18;
+    pub const EPOCH: Range<usize> = 10..18;
+    pub const PACKET_NUMBER: Range<usize> = 18..26;
 }
 
 /// A frame whose header does not parse.
@@ -92,6 +105,12 @@ fn be_u32(b: &[u8]) -> u32 {
     let mut a = [0u8; 4];
     a.copy_from_slice(b);
     u32::from_be_bytes(a)
+}
+
+fn be_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    u64::from_be_bytes(a)
 }
 
 impl<T: AsRef<[u8]>> Frame<T> {
@@ -143,10 +162,12 @@ impl<T: AsRef<[u8]>> Frame<T> {
         be_u32(&self.buffer.as_ref()[field::SENDER_ID])
     }
 
+    pub fn epoch(&self) -> u64 {
+        be_u64(&self.buffer.as_ref()[field::EPOCH])
+    }
+
     pub fn packet_number(&self) -> u64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&self.buffer.as_ref()[field::PACKET_NUMBER]);
-        u64::from_be_bytes(a)
+        be_u64(&self.buffer.as_ref()[field::PACKET_NUMBER])
     }
 
     /// The header (the AEAD's associated data).
@@ -184,6 +205,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Frame<T> {
         self.buffer.as_mut()[field::SENDER_ID].copy_from_slice(&v.to_be_bytes());
     }
 
+    pub fn set_epoch(&mut self, v: u64) {
+        self.buffer.as_mut()[field::EPOCH].copy_from_slice(&v.to_be_bytes());
+    }
+
     pub fn set_packet_number(&mut self, v: u64) {
         self.buffer.as_mut()[field::PACKET_NUMBER].copy_from_slice(&v.to_be_bytes());
     }
@@ -215,6 +240,7 @@ pub struct FrameRepr {
     pub kind: u8,
     pub team_id: u32,
     pub sender_id: u32,
+    pub epoch: u64,
     pub packet_number: u64,
     pub payload_len: usize,
 }
@@ -232,6 +258,7 @@ impl FrameRepr {
             kind: f.kind(),
             team_id: f.team_id(),
             sender_id: f.sender_id(),
+            epoch: f.epoch(),
             packet_number: f.packet_number(),
             payload_len: f.len() - OVERHEAD,
         })
@@ -251,16 +278,18 @@ impl FrameRepr {
         f.set_kind(self.kind);
         f.set_team_id(self.team_id);
         f.set_sender_id(self.sender_id);
+        f.set_epoch(self.epoch);
         f.set_packet_number(self.packet_number);
     }
 }
 
-/// The AEAD nonce of a frame: sender id ‖ packet number, big-endian.
-fn nonce(sender_id: u32, pn: u64) -> Nonce {
-    let mut n = [0u8; 12];
+/// The AEAD nonce of a frame: sender id ‖ epoch ‖ packet number ‖ 0u32, big-endian.
+fn nonce(sender_id: u32, epoch: u64, pn: u64) -> XNonce {
+    let mut n = [0u8; 24];
     n[..4].copy_from_slice(&sender_id.to_be_bytes());
-    n[4..].copy_from_slice(&pn.to_be_bytes());
-    Nonce::from(n)
+    n[4..12].copy_from_slice(&epoch.to_be_bytes());
+    n[12..20].copy_from_slice(&pn.to_be_bytes());
+    XNonce::from(n)
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Team keys: HKDF-SHA256 from the team secret, bound to the frame version and the team id.
 
 use super::VERSION;
-use chacha20poly1305::{ChaCha20Poly1305, Key, KeyInit};
+use chacha20poly1305::{Key, KeyInit, XChaCha20Poly1305};
 use core::fmt;
 
 /// Smallest team secret accepted, in bytes.
@@ -17,13 +17,13 @@ pub enum KeyError {
     SecretTooShort(usize),
 }
 
-/// A team's frame key: the ChaCha20-Poly1305 key of one team, for one frame version.
+/// A team's frame key: the XChaCha20-Poly1305 key of one team, for one frame version.
 ///
 /// `Debug` shows the team id only; the key bytes are never printed and are zeroed on drop.
 #[derive(Clone)]
 pub struct TeamKey {
     pub(super) team_id: u32,
-    pub(super) cipher: ChaCha20Poly1305,
+    pub(super) cipher: XChaCha20Poly1305,
 }
 
 impl fmt::Debug for TeamKey {
@@ -57,7 +57,7 @@ impl TeamKey {
             return Err(KeyError::SecretTooShort(secret.len()));
         }
         let mut key = Key::from(okm(secret, team_id));
-        let cipher = ChaCha20Poly1305::new(&key);
+        let cipher = XChaCha20Poly1305::new(&key);
         key.fill(0);
         Ok(TeamKey { team_id, cipher })
     }
@@ -76,13 +76,13 @@ mod tests {
     /// inputs.
     #[test]
     fn key_schedule_known_answer() {
-        assert_eq!(&info(0x0102_0304), b"cohort v1 team \x01\x02\x03\x04");
+        assert_eq!(&info(0x0102_0304), b"cohort v2 team \x01\x02\x03\x04");
         assert_eq!(okm(b"0123456789abcdef", 7), KAT_OKM);
     }
 
     const KAT_OKM: [u8; 32] = [
-        0x94, 0x27, 0x78, 0x44, 0x60, 0xc4, 0x64, 0x5f, 0xaf, 0xf6, 0x1d, 0x01, 0xd5, 0x7a, 0x10, 0x2c, 0xfd, 0xff,
-        0x32, 0x41, 0xb3, 0x86, 0xe5, 0xbb, 0xb2, 0xa7, 0x89, 0xac, 0x0b, 0x31, 0xc7, 0x29,
+        0x51, 0x23, 0x9d, 0xa2, 0xbf, 0xb4, 0x32, 0xf9, 0x2a, 0x1d, 0x9f, 0xb5, 0xd0, 0x60, 0x2e, 0xa5, 0x94, 0x96,
+        0x36, 0x02, 0x78, 0xa7, 0x42, 0xea, 0x79, 0x67, 0xcf, 0x75, 0xfa, 0x69, 0x2b, 0x9b,
     ];
 
     #[test]

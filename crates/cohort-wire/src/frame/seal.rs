@@ -9,42 +9,57 @@ pub enum SealError {
     /// The output buffer cannot hold header, payload and tag.
     #[error("output buffer of {have} bytes, frame needs {need}")]
     BufferTooSmall { need: usize, have: usize },
-    /// The sender used every packet number; it must take a new sender id (or the team a new
-    /// secret) before it may send again.
-    #[error("packet numbers exhausted for this sender id")]
+    /// The life used every packet number; a new [`Sealer`] (a new epoch) may send again.
+    #[error("packet numbers exhausted for this sealer; open a new one")]
     PacketNumberExhausted,
 }
 
-/// Seals frames for one local sender.
+/// The operating system could not supply the random epoch of a new [`Sealer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no randomness from the operating system for a sealer's epoch: {0}")]
+pub struct EntropyError(pub getrandom::Error);
+
+/// Seals frames for one life of a local sender.
 ///
-/// The sealer is the only owner of its sender's packet-number counter: it starts at 0, grows
-/// by one per sealed frame (a failed seal consumes none) and stops at `u64::MAX - 1`, so the
-/// nonce (sender id ‖ packet number) never repeats under one key. Two live sealers must never
-/// share a sender id under the same team key, and a restarted sender must not reuse its id
-/// unless the team secret changed.
+/// A sealer is one *life*: it owns a random epoch and a packet-number counter that starts at
+/// 0, grows by one per sealed frame (a failed seal consumes none) and stops at `u64::MAX - 1`.
+/// The nonce is sender id ‖ epoch ‖ packet number, so it never repeats under one key (the
+/// invariant of the [module docs](super)): any number of sealers may share a sender id, in
+/// one process or across restarts and robots.
 #[derive(Debug)]
 pub struct Sealer {
     key: TeamKey,
     sender_id: u32,
+    epoch: u64,
     pub(in crate::frame) next_pn: u64,
 }
 
+/// A fresh epoch from the kernel's CSPRNG (`getrandom(2)`).
+pub fn random_epoch() -> Result<u64, EntropyError> {
+    getrandom::u64().map_err(EntropyError)
+}
+
 impl Sealer {
-    /// A sealer for `sender_id`, starting at packet number 0.
-    pub fn new(key: TeamKey, sender_id: u32) -> Self {
-        Sealer { key, sender_id, next_pn: 0 }
+    /// A new life of `sender_id`: a random epoch from the operating system, packet numbers
+    /// from 0.
+    pub fn new(key: TeamKey, sender_id: u32) -> Result<Self, EntropyError> {
+        Ok(Self::with_epoch(key, sender_id, random_epoch()?))
     }
 
-    /// A sealer for `sender_id` whose first frame carries packet number `first`. A process
-    /// that keeps its sender id across restarts starts each life above every number its former
-    /// lives used (e.g. at the wall clock in nanoseconds), so no nonce repeats and receivers'
-    /// replay windows accept it.
-    pub fn starting_at(key: TeamKey, sender_id: u32, first: u64) -> Self {
-        Sealer { key, sender_id, next_pn: first }
+    /// A life of `sender_id` with a caller-chosen `epoch`, for deterministic drivers (the
+    /// simulator, known-answer tests). The caller must never give two sealers of one sender id
+    /// and key the same epoch; [`new`](Self::new) is the safe choice on real sockets.
+    pub fn with_epoch(key: TeamKey, sender_id: u32, epoch: u64) -> Self {
+        Sealer { key, sender_id, epoch, next_pn: 0 }
     }
 
     pub fn sender_id(&self) -> u32 {
         self.sender_id
+    }
+
+    /// This life's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     pub fn team_id(&self) -> u32 {
@@ -85,6 +100,7 @@ impl Sealer {
             kind,
             team_id: self.key.team_id,
             sender_id: self.sender_id,
+            epoch: self.epoch,
             packet_number: pn,
             payload_len,
         };
@@ -95,7 +111,7 @@ impl Sealer {
         let t = self
             .key
             .cipher
-            .encrypt_inout_detached(&nonce(self.sender_id, pn), head, body.into())
+            .encrypt_inout_detached(&nonce(self.sender_id, self.epoch, pn), head, body.into())
             .map_err(|_| SealError::BufferTooSmall { need, have })?;
         tag.copy_from_slice(&t);
         self.next_pn += 1;

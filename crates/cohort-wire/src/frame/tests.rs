@@ -5,7 +5,7 @@ const SECRET: &[u8] = b"team secret of the test fleet";
 
 fn pair() -> (Sealer, Opener) {
     let k = TeamKey::derive(SECRET, 7).unwrap();
-    (Sealer::new(k.clone(), 3), Opener::new(k))
+    (Sealer::new(k.clone(), 3).unwrap(), Opener::new(k))
 }
 
 fn sealed(s: &mut Sealer, payload: &[u8]) -> Vec<u8> {
@@ -19,16 +19,20 @@ fn sealed(s: &mut Sealer, payload: &[u8]) -> Vec<u8> {
 fn header_bytes_round_trip() {
     #[rustfmt::skip]
     let bytes: [u8; OVERHEAD + 2] = [
-        1, 5,                          // version, kind
+        2, 5,                          // version, kind
         0, 0, 0, 7,                    // team id
         0, 0, 0, 3,                    // sender id
+        0, 0, 0, 0, 0, 0, 0, 9,        // epoch
         0, 0, 0, 0, 0, 0, 1, 2,        // packet number
         0xAA, 0xBB,                    // ciphertext
         0xF0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x0F, // tag
     ];
     let f = Frame::new_checked(&bytes[..]).unwrap();
     let r = FrameRepr::parse(&f).unwrap();
-    assert_eq!(r, FrameRepr { version: 1, kind: 5, team_id: 7, sender_id: 3, packet_number: 258, payload_len: 2 });
+    assert_eq!(
+        r,
+        FrameRepr { version: 2, kind: 5, team_id: 7, sender_id: 3, epoch: 9, packet_number: 258, payload_len: 2 }
+    );
     assert_eq!((f.len(), f.header()), (bytes.len(), &bytes[..HEADER_LEN]));
     assert_eq!(f.ciphertext(), &[0xAA, 0xBB]);
     assert_eq!(f.tag(), &bytes[HEADER_LEN + 2..]);
@@ -49,21 +53,24 @@ fn header_parse_errors() {
         assert_eq!(FrameRepr::parse(&Frame::new_unchecked(&b[..])).unwrap_err(), FrameError::Truncated(n));
     }
     let mut b = [0u8; OVERHEAD];
-    b[0] = 2;
-    assert_eq!(FrameRepr::parse(&Frame::new_checked(&b[..]).unwrap()), Err(FrameError::Version(2)));
+    b[0] = 1;
+    assert_eq!(FrameRepr::parse(&Frame::new_checked(&b[..]).unwrap()), Err(FrameError::Version(1)), "v1 is refused");
 }
 
-/// Independent vector from Python `cryptography` (HKDF-SHA256 then ChaCha20Poly1305 with the
-/// header as associated data): secret "0123456789abcdef", team 7, sender 3, packet 258, kind 1.
+/// Independent vector from Python: `cryptography`'s HKDF-SHA256, then libsodium's
+/// `crypto_aead_xchacha20poly1305_ietf_encrypt` (PyNaCl) with the header as associated data:
+/// secret "0123456789abcdef", team 7, sender 3, epoch 0x0102030405060708, packet 258, kind 1.
 #[test]
 fn sealed_frame_known_answer() {
+    const EPOCH: u64 = 0x0102_0304_0506_0708;
+    #[rustfmt::skip]
     const KAT: [u8; OVERHEAD + 5] = [
-        0x01, 0x01, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02,
-        0x6c, 0xde, 0x98, 0xc2, 0x5e, 0x22, 0x97, 0xd8, 0x68, 0xaa, 0xca, 0x25, 0xe2, 0x7a, 0xf6, 0xb0, 0x34, 0x2f,
-        0x65, 0xab, 0xd0,
+        0x02, 0x01, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x03, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06,
+        0x07, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x02, 0xf7, 0x3d, 0xb4, 0xcb, 0x3b, 0x4e,
+        0xee, 0x72, 0x54, 0xe7, 0x4e, 0x5e, 0x43, 0xba, 0x61, 0x85, 0xf9, 0xe6, 0xa1, 0x97, 0xf7,
     ];
     let k = TeamKey::derive(b"0123456789abcdef", 7).unwrap();
-    let mut s = Sealer::new(k.clone(), 3);
+    let mut s = Sealer::with_epoch(k.clone(), 3, EPOCH);
     s.next_pn = 258;
     let mut out = [0u8; 64];
     let n = s.seal(kind::GROUP, b"hello", &mut out).unwrap();
@@ -71,7 +78,7 @@ fn sealed_frame_known_answer() {
     let mut o = Opener::new(k);
     let mut buf = KAT;
     let got = o.open(&mut buf).unwrap();
-    assert_eq!(got, Opened { kind: kind::GROUP, sender_id: 3, packet_number: 258, payload: b"hello" });
+    assert_eq!(got, Opened { kind: kind::GROUP, sender_id: 3, epoch: EPOCH, packet_number: 258, payload: b"hello" });
 }
 
 #[test]
@@ -83,7 +90,10 @@ fn seal_open_round_trip_and_packet_numbers_advance() {
         let mut f = sealed(&mut s, b"hello team");
         assert_ne!(&f[HEADER_LEN..HEADER_LEN + 10], b"hello team", "payload is encrypted");
         let got = o.open(&mut f).unwrap();
-        assert_eq!(got, Opened { kind: kind::LRT, sender_id: 3, packet_number: i, payload: b"hello team" });
+        assert_eq!(
+            got,
+            Opened { kind: kind::LRT, sender_id: 3, epoch: s.epoch(), packet_number: i, payload: b"hello team" }
+        );
     }
     let mut empty = sealed(&mut s, b"");
     assert_eq!(o.open(&mut empty).unwrap().payload, b"");
@@ -91,13 +101,14 @@ fn seal_open_round_trip_and_packet_numbers_advance() {
     let mut f = sealed(&mut s, &big);
     assert_eq!(o.open(&mut f).unwrap().payload, &big[..]);
     assert_eq!(o.counters().accepted, 7);
-    assert_eq!(o.highest_packet_number(3), Some(6));
+    assert_eq!(o.highest_packet_number(3, s.epoch()), Some(6));
+    assert_eq!(o.highest_packet_number(3, s.epoch() ^ 1), None);
 }
 
 #[test]
 fn seal_in_place_matches_seal_and_fails_without_consuming_a_number() {
     let k = TeamKey::derive(SECRET, 7).unwrap();
-    let (mut a, mut b) = (Sealer::new(k.clone(), 3), Sealer::new(k, 3));
+    let (mut a, mut b) = (Sealer::with_epoch(k.clone(), 3, 5), Sealer::with_epoch(k, 3, 5));
     let mut copied = [0u8; 64];
     let n = a.seal(kind::LRT, b"in place", &mut copied).unwrap();
     let mut buf = [0u8; 64];
@@ -148,7 +159,8 @@ fn every_single_bit_flip_is_rejected() {
     let c = o.counters();
     assert_eq!(c.accepted, 0);
     assert_eq!(c.rejected(), (f.len() * 8) as u64);
-    // 8 version bits, 32 team bits; the rest (kind, sender, packet number, body, tag) fail the tag.
+    // 8 version bits, 32 team bits; the rest (kind, sender, epoch, packet number, body, tag)
+    // fail the tag.
     assert_eq!((c.bad_version, c.wrong_team, c.auth_failed), (8, 32, (f.len() * 8 - 40) as u64));
     // The original is still good: failed attempts did not touch the replay window.
     assert!(o.open(&mut f.clone()).is_ok());
@@ -240,6 +252,8 @@ fn counters_match_the_reasons() {
         auth_failed: 1,
         replayed: 1,
         too_old: 1,
+        stale_life: 0,
+        new_lives: 0,
         senders_evicted: 0,
     };
     assert_eq!(c, want);
@@ -264,7 +278,7 @@ fn sender_state_is_bounded_and_least_recently_seen_is_evicted() {
     let k = TeamKey::derive(SECRET, 7).unwrap();
     let mut o = Opener::with_max_senders(k.clone(), 4);
     assert_eq!(o.max_senders(), 4);
-    let mut sealers: Vec<Sealer> = (0..10u32).map(|id| Sealer::new(k.clone(), id)).collect();
+    let mut sealers: Vec<Sealer> = (0..10u32).map(|id| Sealer::new(k.clone(), id).unwrap()).collect();
     let first0 = sealed(&mut sealers[0], b"hi");
     assert!(o.open(&mut first0.clone()).is_ok());
     for s in &mut sealers[1..4] {
@@ -288,7 +302,101 @@ fn sender_state_is_bounded_and_least_recently_seen_is_evicted() {
     assert_eq!(Opener::with_max_senders(k, 0).max_senders(), 1);
 }
 
+/// The restart defect: a sender restarted with the same secret and sender id used to start at
+/// packet number 0 again, reusing nonces, and was refused as "too old". Now each life has its
+/// own epoch: no header repeats, and the receiver accepts the new life at once.
+#[test]
+fn a_restarted_sender_reuses_no_nonce_and_is_accepted() {
+    let k = TeamKey::derive(SECRET, 7).unwrap();
+    let mut o = Opener::new(k.clone());
+    let mut headers = std::collections::HashSet::new();
+    for life in 0..3 {
+        let mut s = Sealer::new(k.clone(), 3).unwrap();
+        for i in 0..1500u32 {
+            let mut f = sealed(&mut s, &i.to_be_bytes());
+            assert!(headers.insert(f[..HEADER_LEN].to_vec()), "life {life} repeated a nonce at {i}");
+            assert!(o.open(&mut f).is_ok(), "life {life}, frame {i} refused");
+        }
+    }
+    assert_eq!((o.counters().accepted, o.counters().new_lives), (4500, 2));
+}
+
+/// The goal of the nonce invariant at scale: a million lives of one sender id (each a restart,
+/// a socket opening, or a life begun after the clock stepped back: a sealer reads no clock, so
+/// the three are the same event to it) seal their frames with no nonce repeated.
+#[test]
+fn a_million_lives_of_one_sender_repeat_no_nonce() {
+    let k = TeamKey::derive(SECRET, 7).unwrap();
+    let mut nonces = std::collections::HashSet::with_capacity(2_000_000);
+    let mut out = [0u8; OVERHEAD + 1];
+    for _ in 0..1_000_000 {
+        let mut s = Sealer::new(k.clone(), 3).unwrap();
+        for _ in 0..2 {
+            let n = s.seal(kind::LRT, b"r", &mut out).unwrap();
+            let f = Frame::new_checked(&out[..n]).unwrap();
+            assert!(nonces.insert((f.epoch(), f.packet_number())), "nonce repeated");
+        }
+    }
+    assert_eq!(nonces.len(), 2_000_000);
+}
+
+/// Lives pushed out of the opener stay refused (no replay of an old life), concurrent lives
+/// each keep their own window, and the retired list is bounded.
+#[test]
+fn retired_lives_stay_refused_and_concurrent_lives_are_separate() {
+    let k = TeamKey::derive(SECRET, 7).unwrap();
+    let mut o = Opener::new(k.clone());
+    let mut lives: Vec<Sealer> = (0..MAX_LIVES as u64 + 1).map(|e| Sealer::with_epoch(k.clone(), 3, e)).collect();
+    let first = sealed(&mut lives[0], b"old life");
+    assert!(o.open(&mut first.clone()).is_ok());
+    for s in &mut lives[1..MAX_LIVES] {
+        assert!(o.open(&mut sealed(s, b"x")).is_ok());
+    }
+    // Two lives interleave: both accepted, each with its own replay window.
+    let (a, b) = (sealed(&mut lives[1], b"a"), sealed(&mut lives[2], b"b"));
+    assert!(o.open(&mut a.clone()).is_ok() && o.open(&mut b.clone()).is_ok());
+    assert!(matches!(o.open(&mut a.clone()), Err(OpenError::Replayed { .. })));
+    // One more life pushes out life 0, the least recently heard: its frames are refused now.
+    assert!(o.open(&mut sealed(&mut lives[MAX_LIVES], b"new")).is_ok());
+    assert_eq!(o.open(&mut first.clone()), Err(OpenError::StaleLife { sender: 3, epoch: 0 }));
+    assert_eq!(o.open(&mut sealed(&mut lives[0], b"still 0")), Err(OpenError::StaleLife { sender: 3, epoch: 0 }));
+    let c = o.counters();
+    assert_eq!((c.new_lives, c.stale_life), (MAX_LIVES as u64, 2));
+    // Many more lives: memory stays bounded, the newest retired ones are still refused.
+    let mut last_retired = None;
+    for e in 100..100 + 3 * MAX_RETIRED as u64 {
+        let mut s = Sealer::with_epoch(k.clone(), 3, e);
+        assert!(o.open(&mut sealed(&mut s, b"x")).is_ok());
+        last_retired = Some(s);
+    }
+    let st = &o.senders[&3];
+    assert_eq!((st.lives.len(), st.retired.len()), (MAX_LIVES, MAX_RETIRED));
+    assert!(o.open(&mut sealed(last_retired.as_mut().unwrap(), b"y")).is_ok(), "the newest life is live");
+}
+
 proptest! {
+    /// The nonce invariant: however sealers of one sender id are created and interleaved
+    /// (restarts, several sockets, robots sharing an id), no two frames share a nonce.
+    #[test]
+    fn no_nonce_repeats_across_lives(plan in proptest::collection::vec((0usize..8, 1usize..20), 1..60)) {
+        let k = TeamKey::derive(SECRET, 7).unwrap();
+        let mut live: Vec<Sealer> = Vec::new();
+        let mut nonces = std::collections::HashSet::new();
+        for (pick, frames) in plan {
+            // `pick` beyond the live sealers opens a new one (a restart or a second socket).
+            if pick >= live.len() {
+                live.push(Sealer::new(k.clone(), 3).unwrap());
+            }
+            let i = pick.min(live.len() - 1);
+            let s = &mut live[i];
+            for _ in 0..frames {
+                let f = sealed(s, b"n");
+                let fr = Frame::new_checked(&f[..]).unwrap();
+                prop_assert!(nonces.insert((fr.sender_id(), fr.epoch(), fr.packet_number())));
+            }
+        }
+    }
+
     /// Random bytes never open and never panic, even with a plausible header.
     #[test]
     fn random_bytes_never_open(mut bytes in proptest::collection::vec(any::<u8>(), 0..200), team in any::<bool>()) {
