@@ -17,6 +17,7 @@
 //! both sockets, a `timerfd` and a waker in one `epoll` and runs every protocol step. Blocking
 //! calls take a timeout; every one has an `_async` twin that works on any executor.
 
+use crate::backlog::{Backlog, Taken};
 use crate::secure::{Secure, SecureError};
 use crate::shared::{Shared, Wait};
 use crate::timer::TimerFd;
@@ -28,7 +29,7 @@ use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -44,6 +45,10 @@ const WAKE: Token = Token(3);
 /// Membership events kept for [`GroupSocket::next_event`] when nobody reads them; older ones
 /// are dropped (and counted) beyond this.
 const EVENT_BACKLOG: usize = 1024;
+
+/// Outcomes of requests and polls kept until their callers collect them; the oldest are
+/// dropped (and counted) beyond this, and their callers told [`GroupError::OutcomeDropped`].
+const OUTCOME_BACKLOG: usize = 1024;
 
 /// How to open a [`GroupSocket`].
 #[derive(Debug, Clone)]
@@ -128,6 +133,8 @@ pub enum GroupError {
     Deposed,
     #[error("this process left the group")]
     NotMember,
+    #[error("the outcome was dropped: more than {OUTCOME_BACKLOG} outcomes were left uncollected")]
+    OutcomeDropped,
     #[error("timed out")]
     TimedOut,
     #[error("the driver stopped")]
@@ -170,6 +177,8 @@ pub struct GroupSocketStats {
     pub send_errors: u64,
     /// Membership events dropped because nobody read them.
     pub events_dropped: u64,
+    /// Request and poll outcomes dropped because nobody collected them.
+    pub outcomes_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -182,10 +191,13 @@ struct Inner {
     requests: VecDeque<Request>,
     events: VecDeque<Event>,
     /// Outcomes of this coordinator's requests, until their callers collect them.
-    outcomes: BTreeMap<RequestId, Result<Replies, RequestId>>,
-    /// Completed join and leave polls, in completion order, numbered from 1.
-    joins_done: Vec<Vec<u32>>,
-    leaves_done: Vec<Vec<u32>>,
+    outcomes: Backlog<RequestId, Result<Replies, RequestId>>,
+    /// Completed join and leave polls, numbered from 1 in completion order, until collected.
+    joins_done: Backlog<usize, Vec<u32>>,
+    leaves_done: Backlog<usize, Vec<u32>>,
+    /// Polls completed so far.
+    joins_completed: usize,
+    leaves_completed: usize,
     /// Polls queued so far; the `n`th completes as `*_done[n - 1]`.
     joins_started: usize,
     leaves_started: usize,
@@ -204,14 +216,20 @@ impl Inner {
                 Event::RequestAborted { id } => {
                     self.outcomes.insert(id, Err(id));
                 }
-                Event::JoinsChecked { added } => self.joins_done.push(added),
-                Event::LeavesChecked { left } => self.leaves_done.push(left),
+                Event::JoinsChecked { added } => {
+                    self.joins_completed += 1;
+                    self.joins_done.insert(self.joins_completed, added);
+                }
+                Event::LeavesChecked { left } => {
+                    self.leaves_completed += 1;
+                    self.leaves_done.insert(self.leaves_completed, left);
+                }
                 other => {
                     if matches!(other, Event::BecameCoord { .. }) {
                         // A new coordinator has no polls queued: a former reign's unfinished
                         // polls were answered `Deposed` and will never complete.
-                        self.joins_started = self.joins_done.len();
-                        self.leaves_started = self.leaves_done.len();
+                        self.joins_started = self.joins_completed;
+                        self.leaves_started = self.leaves_completed;
                     }
                     if self.events.len() == EVENT_BACKLOG {
                         self.events.pop_front();
@@ -306,9 +324,11 @@ impl GroupSocket {
             stats: GroupSocketStats::default(),
             requests: VecDeque::new(),
             events: VecDeque::new(),
-            outcomes: BTreeMap::new(),
-            joins_done: Vec::new(),
-            leaves_done: Vec::new(),
+            outcomes: Backlog::new(OUTCOME_BACKLOG),
+            joins_done: Backlog::new(OUTCOME_BACKLOG),
+            leaves_done: Backlog::new(OUTCOME_BACKLOG),
+            joins_completed: 0,
+            leaves_completed: 0,
             joins_started: 0,
             leaves_started: 0,
             shutdown: false,
@@ -359,6 +379,7 @@ impl GroupSocket {
         s.member = g.member.stats();
         s.rejected_frames = g.secure.rejected();
         s.frames = g.secure.counters();
+        s.outcomes_dropped = g.outcomes.dropped() + g.joins_done.dropped() + g.leaves_done.dropped();
         s
     }
 
@@ -425,8 +446,11 @@ impl GroupSocket {
     }
 
     fn take_outcome(i: &mut Inner, id: RequestId) -> Option<Result<Replies, GroupError>> {
-        let r = i.outcomes.remove(&id)?;
-        Some(r.map_err(GroupError::Aborted))
+        match i.outcomes.take(id) {
+            Taken::Ready(r) => Some(r.map_err(GroupError::Aborted)),
+            Taken::Dropped => Some(Err(GroupError::OutcomeDropped)),
+            Taken::Pending => None,
+        }
     }
 
     /// Waits for the outcome of request `id`: every addressed process answered or failed.
@@ -554,11 +578,12 @@ impl GroupSocket {
     }
 
     fn poll_outcome(i: &mut Inner, joins: bool, n: usize) -> Option<Result<Vec<u32>, GroupError>> {
-        let done = if joins { &i.joins_done } else { &i.leaves_done };
-        if let Some(r) = done.get(n - 1) {
-            return Some(Ok(r.clone()));
+        let done = if joins { &mut i.joins_done } else { &mut i.leaves_done };
+        match done.take(n) {
+            Taken::Ready(r) => Some(Ok(r)),
+            Taken::Dropped => Some(Err(GroupError::OutcomeDropped)),
+            Taken::Pending => (!i.member.is_coordinator()).then_some(Err(GroupError::Deposed)),
         }
-        (!i.member.is_coordinator()).then_some(Err(GroupError::Deposed))
     }
 
     /// Stops the driver without telling anyone (the others' fault detectors will notice);

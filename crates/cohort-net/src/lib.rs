@@ -10,6 +10,7 @@
 //! * Every datagram is a secure frame (`cohort_wire::frame`): sealed with the team key on the
 //!   way out, authenticated before anything else looks at it on the way in.
 
+mod backlog;
 pub mod group;
 mod lrt;
 mod secure;

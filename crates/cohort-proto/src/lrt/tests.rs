@@ -338,3 +338,25 @@ fn invalid_config_and_message_sizes_are_errors() {
     assert_eq!(c.send(b""), Err(SendError::Size(0)));
     assert_eq!(c.send(&vec![0u8; stream::MAX_MESSAGE + 1]), Err(SendError::Size(stream::MAX_MESSAGE + 1)));
 }
+
+/// An application that never polls events (as `cohort-net`'s socket did not) used to leave one
+/// `Readable` per message queued for the life of the connection. Events coalesce now: a long
+/// lossy stream leaves at most one of each kind waiting, and every message still arrives.
+#[test]
+fn events_stay_bounded_when_nobody_polls_them() {
+    let count = 20_000;
+    let p = stream(Config::default(), lossy(5, 0.1), lossy(5, 0.1), 3, count, 100, Duration::from_millis(1));
+    assert_exactly_once_in_order(&p, count, 100, 3);
+    assert!(
+        p.a.pending_events() <= 4 && p.b.pending_events() <= 4,
+        "{} {}",
+        p.a.pending_events(),
+        p.b.pending_events()
+    );
+    let mut b = p.b;
+    let mut seen = vec![];
+    while let Some(e) = b.poll_event() {
+        seen.push(e);
+    }
+    assert!(seen.contains(&Event::Connected) && seen.contains(&Event::Readable), "{seen:?}");
+}

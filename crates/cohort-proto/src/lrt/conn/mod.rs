@@ -462,7 +462,7 @@ impl Connection {
         }
         self.close_pending = code;
         self.state = State::Closed(reason.clone());
-        self.events.push_back(Event::Closed(reason));
+        self.notify(Event::Closed(reason));
     }
 
     /// Closes the connection; the peer is told on the next `poll_transmit`. Queued data that
@@ -510,8 +510,23 @@ impl Connection {
     }
 
     /// The next event, if any.
+    ///
+    /// Events are notifications, not data: an event already waiting is not queued twice, so
+    /// at most one of each kind waits (at most four), however long nobody polls.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// Events waiting to be polled (at most four).
+    pub fn pending_events(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Queues `ev` unless the same event already waits.
+    pub(super) fn notify(&mut self, ev: Event) {
+        if !self.events.contains(&ev) {
+            self.events.push_back(ev);
+        }
     }
 
     /// When `handle_timeout` or `poll_transmit` next has work, if ever.

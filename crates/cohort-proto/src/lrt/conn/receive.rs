@@ -43,7 +43,7 @@ impl Connection {
     fn establish(&mut self) {
         if self.state == State::Handshaking {
             self.state = State::Established;
-            self.events.push_back(Event::Connected);
+            self.notify(Event::Connected);
         }
     }
 
@@ -154,7 +154,7 @@ impl Connection {
                 let added = (self.recv_queue.len() - before) as u64;
                 self.stats.messages_received += added;
                 if added > 0 && before == 0 {
-                    self.events.push_back(Event::Readable);
+                    self.notify(Event::Readable);
                 }
                 continue;
             }

@@ -159,7 +159,7 @@ impl Connection {
             self.stats.source_sent += 1;
             if self.want_writable && self.divider.queued_bytes() < self.cfg.send_buffer_bytes / 2 {
                 self.want_writable = false;
-                self.events.push_back(Event::Writable);
+                self.notify(Event::Writable);
             }
             return self.emit(&LrtRepr::Symbol { header, payload: &self.sym }, buf);
         }
