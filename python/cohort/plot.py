@@ -2,7 +2,8 @@
 
 Usage: ``python -m cohort.plot KIND REPORT.json OUT.png`` with KIND one of ``coding`` (kernel
 throughput and decoder comparison), ``lrt`` (delay CDFs of LRT and the block scheme),
-``fidelity``, ``transport`` or ``group`` (GCBRR against its baselines). The Rust
+``fidelity``, ``transport``, ``group`` (GCBRR against its baselines) or ``coorp-gate`` (how fast
+the bulk gate holds and releases a foreign upload). The Rust
 CLI calls this for ``--out``. Exit status 2 means bad arguments or a report of the wrong shape.
 """
 
@@ -105,6 +106,36 @@ def plot_fidelity(report: dict[str, Any], out: Path) -> None:
     ax.set_title(f"one-way {p['owd_ms']} ms, {p['load_mbps']} Mbit/s of probes, loss {p['loss']}")
     ax.legend()
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def plot_coorp_gate(report: dict[str, Any], out: Path) -> None:
+    """Left: the gate's reaction times (hold and release on the wire, the netlink round trip).
+    Right: the EF probes' delay through the gate, held and open."""
+    _need(report, "pause_ms", "resume_ms", "netlink_us", "probe_owd_ms_held", "probe_owd_ms_open", "params")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for key, label, scale, color in (
+        ("pause_ms", "hold decision -> last bulk frame", 1.0, "tab:red"),
+        ("resume_ms", "release decision -> first bulk frame", 1.0, "tab:green"),
+        ("netlink_us", "netlink round trip", 1e-3, "tab:blue"),
+    ):
+        d = report[key]
+        _cdf(left, [v * scale for v in d["cdf"]], label=f"{label} (p99 {d['p99'] * scale:.3f} ms)", color=color)
+    left.set_xlabel("ms")
+    left.set_ylabel("CDF")
+    left.set_title(f"{report['pause_ms']['n']} hold/release cycles")
+    left.legend(fontsize=8)
+    left.grid(alpha=0.3)
+    for key, label, color in (("probe_owd_ms_held", "held", "tab:red"), ("probe_owd_ms_open", "open", "tab:green")):
+        d = report[key]
+        _cdf(right, d["cdf"], label=f"EF probes, gate {label} (p99 {d['p99']:.3f} ms)", color=color)
+    p = report["params"]
+    right.set_xlabel("send to device (ms)")
+    right.set_title(f"{p['link_mbps']} Mbit/s, {p['hold_ms']} ms held every {p['period_ms']:.1f} ms")
+    right.legend(fontsize=8)
+    right.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -230,6 +261,7 @@ PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "fidelity": plot_fidelity,
     "transport": plot_transport,
     "group": plot_group,
+    "coorp-gate": plot_coorp_gate,
 }
 
 

@@ -44,6 +44,9 @@ enum Which {
     /// GCBRR vs TCP/RUP/UUP point-to-point request-reply, TCP group management and Zenoh over
     /// the emulated 1 Mbit/s 802.11 channel of seed 003 (root).
     Group(GroupArgs),
+    /// How fast the bulk gate holds and releases a foreign TCP upload in the kernel (root).
+    #[command(name = "coorp-gate")]
+    CoorpGate(CoorpGateArgs),
     /// Wake-up lateness of the runtime's timerfd timer vs thread::sleep and tokio's sleep.
     Timer {
         #[arg(long)]
@@ -204,6 +207,27 @@ struct FidelityArgs {
     out: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+struct CoorpGateArgs {
+    /// Print the report as JSON (otherwise a short summary).
+    #[arg(long)]
+    json: bool,
+    #[arg(long, default_value_t = 300)]
+    cycles: usize,
+    /// The control period, ms (30 Hz by default).
+    #[arg(long, default_value_t = 100.0 / 3.0)]
+    period_ms: f64,
+    /// The protection window held in each period, ms.
+    #[arg(long, default_value_t = 8.0)]
+    hold_ms: f64,
+    /// The link rate the gate shapes to, Mbit/s.
+    #[arg(long, default_value_t = 50.0)]
+    link_mbps: f64,
+    /// Also write the JSON here and the pause CDF next to it (`.png`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     #[error("invalid argument: {0}")]
@@ -221,6 +245,7 @@ pub enum BenchError {
 pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
     match args.which {
         Which::Coding(a) => coding(&a),
+        Which::CoorpGate(a) => coorp_gate(&a),
         Which::Lrt(a) => lrt(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
@@ -543,6 +568,46 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(path) = &a.out {
         write_and_plot(path, &json, "fidelity")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn coorp_gate(a: &CoorpGateArgs) -> Result<ExitCode, BenchError> {
+    let p = cohort_bench::coorp_gate::GateParams {
+        cycles: a.cycles,
+        period_ms: a.period_ms,
+        hold_ms: a.hold_ms,
+        link_mbps: a.link_mbps,
+        ..Default::default()
+    };
+    let r = cohort_bench::coorp_gate::run(&p).map_err(BenchError::Run)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        println!(
+            "{} cycles: pause p50 {} p99 {} max {} ms; resume p50 {} p99 {} ms ({} without); netlink p99 {} us; \
+             leaked {}; EF probes held p99 {} ms, open p99 {} ms, lost {}; bulk {} Mbit/s = {} of open (open share {})",
+            r.pause_ms.n,
+            r.pause_ms.p50,
+            r.pause_ms.p99,
+            r.pause_ms.max,
+            r.resume_ms.p50,
+            r.resume_ms.p99,
+            r.no_resume,
+            r.netlink_us.p99,
+            r.leaked_segments,
+            r.probe_owd_ms_held.p99,
+            r.probe_owd_ms_open.p99,
+            r.probes_lost,
+            r.bulk_mbps,
+            r.bulk_utilization,
+            r.open_share
+        );
+        println!("replay: {}", r.command);
+    }
+    if let Some(path) = &a.out {
+        write_and_plot(path, &json, "coorp-gate")?;
     }
     Ok(ExitCode::SUCCESS)
 }

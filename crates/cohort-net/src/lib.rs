@@ -13,6 +13,7 @@
 mod backlog;
 pub mod group;
 mod lrt;
+pub mod preempt;
 mod secure;
 mod shared;
 pub mod timer;
