@@ -39,9 +39,7 @@ def test_lrt_chart(tmp_path: Path) -> None:
 
 def test_coorp_gate_chart(tmp_path: Path) -> None:
     spread = {"n": 3, "p50": 0.1, "p99": 0.2, "max": 0.2, "cdf": [0.0, 0.1, 0.2]}
-    report = {
-        key: spread for key in ("pause_ms", "resume_ms", "netlink_us", "probe_owd_ms_held", "probe_owd_ms_open")
-    }
+    report = {key: spread for key in ("pause_ms", "resume_ms", "netlink_us", "probe_owd_ms_held", "probe_owd_ms_open")}
     report["params"] = {"link_mbps": 50.0, "hold_ms": 8.0, "period_ms": 33.3}
     out = tmp_path / "g.png"
     assert plot.main(["coorp-gate", str(write(tmp_path, report)), str(out)]) == 0
