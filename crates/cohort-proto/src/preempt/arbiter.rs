@@ -29,6 +29,12 @@ pub struct Slot {
     pub lease_end: Instant,
     /// The older arbiter's token of a grant adopted at take-over.
     pub adopted: Option<(Epoch, u64)>,
+    /// Whether the holder has renewed (so it surely received the grant).
+    pub renewed: bool,
+    /// When the holder was last heard from (any message).
+    pub heard_at: Instant,
+    /// When the holder started waiting for this grant.
+    pub waited_since: Instant,
 }
 
 /// A robot in the queue `Q`.
@@ -82,6 +88,8 @@ pub struct ArbiterStats {
     pub revokes: u64,
     pub releases: u64,
     pub expirations: u64,
+    /// Grants that expired unrenewed while their robot kept asking: re-queued at the head.
+    pub lost_grants: u64,
     pub adoptions: u64,
     pub queries_sent: u64,
     pub reports: u64,
@@ -223,6 +231,7 @@ impl Arbiter {
             Message::Request { stamp } => {
                 self.mark_reported(from, current);
                 if let Some(i) = self.slot_of(from) {
+                    self.slots[i].heard_at = now;
                     if !self.answer(now, i, stamp) {
                         self.enqueue(Waiter { robot: from, since: now, stamp });
                     }
@@ -235,6 +244,8 @@ impl Arbiter {
                 match self.slots.iter().position(|s| s.robot == from && self.token_matches(s, token)) {
                     Some(i) => {
                         self.stats.renewals += 1;
+                        self.slots[i].renewed = true;
+                        self.slots[i].heard_at = now;
                         self.answer(now, i, stamp);
                     }
                     // A holder of an older grant whose report is on its way: wait for it.
@@ -280,6 +291,9 @@ impl Arbiter {
                                 slice_end: slice_end.max(lease_end),
                                 lease_end,
                                 adopted: Some((h.epoch, h.seq)),
+                                renewed: true,
+                                heard_at: now,
+                                waited_since: now,
                             });
                         }
                     }
@@ -398,7 +412,9 @@ impl Arbiter {
         let s = self.slots[i];
         let left = s.slice_end.saturating_duration_since(now);
         let lease = left.min(self.cfg.lease);
-        if self.cfg.holder_lease(lease).is_zero() {
+        // Less than a renew interval of slice left is not worth a grant: the slice ends now
+        // (at most one renew interval early), which also keeps leases from shrinking to slivers.
+        if left < self.cfg.renew_interval || self.cfg.holder_lease(lease).is_zero() {
             self.stats.revokes += 1;
             self.send(Dest::Unicast(s.robot), Message::Revoke { holder: s.robot, grant_epoch: self.epoch, seq: s.seq });
             return false;
@@ -427,6 +443,13 @@ impl Arbiter {
                 let s = self.slots.remove(i);
                 self.stats.expirations += 1;
                 self.events.push_back(ArbiterEvent::Freed { robot: s.robot, seq: s.seq, reason: FreeReason::Expired });
+                // A grant that never reached a robot that is still asking (every answer was
+                // lost) keeps the robot's place at the head of the queue.
+                if !s.renewed && now.saturating_duration_since(s.heard_at) < self.cfg.lease {
+                    self.stats.lost_grants += 1;
+                    self.queue.retain(|w| w.robot != s.robot);
+                    self.queue.push_front(Waiter { robot: s.robot, since: s.waited_since, stamp: 0 });
+                }
             } else {
                 i += 1;
             }
@@ -455,6 +478,9 @@ impl Arbiter {
                 slice_end: now + self.cfg.timeslice,
                 lease_end: now + lease,
                 adopted: None,
+                renewed: false,
+                heard_at: now,
+                waited_since: w.since,
             });
             self.stats.grants += 1;
             self.events.push_back(ArbiterEvent::Granted { robot: w.robot, seq });

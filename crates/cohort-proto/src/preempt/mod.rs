@@ -215,4 +215,6 @@ pub(crate) fn write(repr: &PreemptRepr, dest: Dest, buf: &mut [u8]) -> Option<Tr
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_faults;
+#[cfg(test)]
 mod tests_local;
