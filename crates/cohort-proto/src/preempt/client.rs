@@ -76,6 +76,9 @@ pub struct Client {
     state: ClientState,
     next_request: Instant,
     next_renew: Instant,
+    /// The newest grant this robot gave back: a late copy of it (a re-sent grant overtaken
+    /// by the release) must not be taken again, as the arbiter may already have regranted.
+    released: Option<(Epoch, u64)>,
     out: VecDeque<(Dest, PreemptRepr)>,
     events: VecDeque<ClientEvent>,
     stats: ClientStats,
@@ -92,6 +95,7 @@ impl Client {
             state: ClientState::Idle,
             next_request: Instant::ZERO,
             next_renew: Instant::ZERO,
+            released: None,
             out: VecDeque::new(),
             events: VecDeque::new(),
             stats: ClientStats::default(),
@@ -156,8 +160,7 @@ impl Client {
         match self.state {
             ClientState::Holding { epoch, seq, .. } => {
                 self.stop(StopReason::Finished);
-                self.stats.releases_sent += 1;
-                self.send(Message::Release { grant_epoch: epoch, seq });
+                self.release(epoch, seq);
             }
             ClientState::Waiting { .. } => self.state = ClientState::Idle,
             ClientState::Idle => {}
@@ -287,12 +290,26 @@ impl Client {
         self.out.push_back((dest, PreemptRepr { sender: self.id, epoch: self.highest, msg }));
     }
 
+    fn release(&mut self, epoch: Epoch, seq: u64) {
+        self.stats.releases_sent += 1;
+        self.released = self.released.max(Some((epoch, seq)));
+        self.send(Message::Release { grant_epoch: epoch, seq });
+    }
+
     fn on_grant(&mut self, now: Instant, epoch: Epoch, seq: u64, lease_end: Instant, slice_end: Instant) {
+        if let Some((e, s)) = self.released
+            && e == epoch
+            && seq <= s
+        {
+            // A grant this robot already gave back (re-sent before the release arrived).
+            self.stats.stale += 1;
+            self.release(epoch, seq);
+            return;
+        }
         match self.state {
             ClientState::Idle => {
                 // Nothing to send (any more): give it straight back.
-                self.stats.releases_sent += 1;
-                self.send(Message::Release { grant_epoch: epoch, seq });
+                self.release(epoch, seq);
             }
             ClientState::Waiting { .. } if lease_end > now => {
                 self.stats.grants_taken += 1;
@@ -306,13 +323,13 @@ impl Client {
                 self.send(Message::Renew { grant_epoch: epoch, seq, stamp: now.as_nanos() });
             }
             ClientState::Holding { epoch: e, seq: s, lease_end: l, since, .. } => {
-                if epoch == e && seq != s {
-                    // A second grant under one epoch: keep the first, return this one.
-                    self.stats.releases_sent += 1;
-                    self.send(Message::Release { grant_epoch: epoch, seq });
+                if epoch == e && seq < s {
+                    // A late copy of an older grant of this epoch.
+                    self.stats.stale += 1;
                     return;
                 }
-                // A renewal, or a newer arbiter re-issuing the grant it adopted.
+                // A renewal, a newer arbiter re-issuing the grant it adopted, or (a later seq
+                // of this epoch) the arbiter's newer grant to this robot.
                 self.state = ClientState::Holding { epoch, seq, lease_end: l.max(lease_end), slice_end, since };
             }
         }
