@@ -11,19 +11,22 @@
 //! [`ControllerConfig::refit_sigmas`] (default 3σ, so a Gaussian flow trips it on 0.3 % of
 //! messages rather than 5 %). A miss does not throw the model away at once: the arrival and
 //! the one before it form a *candidate* model (period = their gap), and while the candidate
-//! lives, windows are kept for both. The next arrival decides: if the candidate predicted it,
-//! the rate changed and the fit restarts from the candidate's points; if the old model
-//! predicted it, the miss was a spike. So after a rate change the second message at the new
-//! rate, one new period after the first, is already protected. The candidate's prediction
-//! `2·t₁ − t₀` has variance `6σ²`, so its tolerance and window use `√6·σ`. A flow whose
-//! arrivals keep landing a whole number `g ≥ 2` of periods apart (it slowed down by `g`) is
-//! refitted after two such skips in a row.
+//! lives, windows are kept for both. Arrivals the candidate predicts join it; one the old
+//! model predicts but the candidate does not ends it (the miss was a spike). Once the
+//! candidate holds four arrivals (three at the new rate) it replaces the model, and the new
+//! fit keeps the old σ as a floor until it has half its samples. So after a rate change the
+//! second message at the new rate, one new period after the first, is already protected. A
+//! two-point candidate's prediction `2·t₁ − t₀` has variance `6σ²`, so its tolerance and
+//! window use `√6·σ`. A flow whose arrivals keep landing a whole number `g ≥ 2` of periods
+//! apart (it slowed down by `g`) is refitted after two such skips in a row.
 //!
 //! **Windows.** For the next arrival `t̂`, the window is `[t̂ − Δ, t̂ + Δ + margin]` with
 //! `Δ = z·σ`: for the paper's accuracy `C = 95 %`, `z ≈ 2` (§IV-B; the prototype uses
 //! `√2·erfinv(C)·σ` = 1.96σ), set by [`ControllerConfig::window_sigmas`]; `margin` is the
 //! constant the paper extends every window by for late messages (§IV-C, 2 ms). Windows of all
-//! flows that overlap are merged into one (§IV-B). A flow whose σ exceeds
+//! flows that overlap are merged into one (§IV-B). Once arrival `k` has been observed its
+//! window is dropped, so bulk resumes as soon as the LS message is handed over (Fig. 5 step
+//! 3) rather than at the window's end. A flow whose σ exceeds
 //! [`ControllerConfig::sigma_max`] is too irregular to protect (the prototype ignores models
 //! with σ > 5 ms) and contributes no windows.
 
@@ -36,7 +39,7 @@ use std::time::Duration;
 pub struct ControllerConfig {
     /// Arrivals the fit uses (a sliding window). Default 32 (about 1 s at 30 Hz).
     pub fit_samples: usize,
-    /// Arrivals needed before the first fit. Default 4.
+    /// Arrivals needed before the first fit. Default 8.
     pub min_samples: usize,
     /// `z` of `Δ = z·σ`. Default 2.0 (§IV-B: `C = 95 %`).
     pub window_sigmas: f64,
@@ -54,7 +57,7 @@ impl Default for ControllerConfig {
     fn default() -> Self {
         ControllerConfig {
             fit_samples: 32,
-            min_samples: 4,
+            min_samples: 8,
             window_sigmas: 2.0,
             refit_sigmas: 3.0,
             margin: Duration::from_millis(2),
@@ -137,10 +140,44 @@ pub enum Observation {
     Fitted,
     /// Missed the model by more than `refit_sigmas·σ`: a candidate model was formed.
     Outlier,
-    /// The candidate (or a run of equal skips) predicted it: the model restarted at a new rate.
+    /// The candidate predicted it, but has not been confirmed often enough yet.
+    Candidate,
+    /// The candidate predicted it for the last time needed (or a run of equal skips
+    /// happened): the model restarted at a new rate.
     RateChanged,
     /// Not later than the previous arrival: ignored.
     Ignored,
+}
+
+/// Arrivals (the last one at the old rate included) a candidate needs to become the model.
+const CANDIDATE_CONFIRM: usize = 4;
+/// Spread of a candidate's prediction in σ: `2·t₁ − t₀` has variance `6σ²`; a longer
+/// candidate predicts better, so this is conservative for it.
+const CANDIDATE_SPREAD: f64 = 2.449_489_742_783_178;
+
+/// A possible new rate: consecutive arrivals from the one before a miss on.
+#[derive(Debug, Clone, Default)]
+struct Candidate {
+    pts: Vec<f64>,
+    /// Whether the old model also predicted every arrival that confirmed the candidate.
+    main_agrees: bool,
+}
+
+/// Least-squares extrapolation of consecutive arrivals `pts` (k = 0, 1, …) to the next one.
+fn predict(pts: &[f64]) -> f64 {
+    let n = pts.len() as f64;
+    if pts.len() < 2 {
+        return pts.last().copied().unwrap_or(0.0);
+    }
+    let mk = (n - 1.0) / 2.0;
+    let mt = pts.iter().sum::<f64>() / n;
+    let (mut skk, mut skt) = (0.0, 0.0);
+    for (k, &t) in pts.iter().enumerate() {
+        let dk = k as f64 - mk;
+        skk += dk * dk;
+        skt += dk * (t - mt);
+    }
+    mt + skt / skk * (n - mk)
 }
 
 /// A fitted line `t_k = phase + period·k` (relative to the model's anchor), in nanoseconds.
@@ -164,7 +201,7 @@ pub struct FlowModel {
     /// The previous arrival (accepted or not) and the candidate formed from it and the one
     /// before: `(t0, t1)`.
     last: Option<f64>,
-    candidate: Option<(f64, f64)>,
+    candidate: Option<Candidate>,
     /// Gap (in periods) of the previous arrival if it skipped, for the slow-down rule.
     last_skip: Option<i64>,
     observations: u64,
@@ -234,7 +271,10 @@ impl FlowModel {
 
     fn sigma_eff(&self) -> f64 {
         let Some(l) = self.line else { return 0.0 };
-        let fitted = if self.samples.len() >= self.cfg.min_samples { l.sigma } else { l.sigma.max(self.prior_sigma) };
+        // A σ from few samples is unreliable (and often tiny): after a rate change keep the old
+        // σ as a floor until the new fit has half its samples.
+        let settled = self.samples.len() >= (self.cfg.fit_samples / 2).max(self.cfg.min_samples);
+        let fitted = if settled { l.sigma } else { l.sigma.max(self.prior_sigma) };
         fitted.max(self.cfg.sigma_floor.as_nanos() as f64)
     }
 
@@ -265,20 +305,31 @@ impl FlowModel {
         };
         let sigma = self.sigma_eff();
         let last_k = self.samples.back().map_or(0, |s| s.0);
-        // 1. The candidate predicted it: the rate changed.
-        if let Some((t0, t1)) = self.candidate {
-            let tol = self.cfg.window_sigmas * 6f64.sqrt() * sigma;
-            if (x - (2.0 * t1 - t0)).abs() <= tol {
-                self.restart(&[t0, t1, x], sigma);
-                return Observation::RateChanged;
+        // Does the model predict it: the next message, or a later one (periods skipped)?
+        let tol = self.cfg.refit_sigmas * sigma;
+        let k = (((x - line.phase) / line.period).round() as i64).max(last_k + 1);
+        let main_ok = (x - (line.phase + line.period * k as f64)).abs() <= tol;
+        // Does the candidate (a new rate) predict it? Its tolerance is its window's half-width.
+        let cand_tol = self.cfg.window_sigmas * CANDIDATE_SPREAD * sigma;
+        let cand_ok = self.candidate.as_ref().is_some_and(|c| (x - predict(&c.pts)).abs() <= cand_tol);
+        if cand_ok && let Some(c) = self.candidate.as_mut() {
+            c.pts.push(x);
+            c.main_agrees &= main_ok;
+            if c.pts.len() >= CANDIDATE_CONFIRM {
+                let c = self.candidate.take().unwrap_or_default();
+                if !c.main_agrees {
+                    self.restart(&c.pts, sigma);
+                    return Observation::RateChanged;
+                }
+                // The model predicted every confirming arrival too: the miss was a spike
+                // that the candidate absorbed; no rate change.
             }
         }
-        let tol = self.cfg.refit_sigmas * sigma;
-        // 2. The next message as predicted; 3. a later one (periods skipped).
-        let k = ((x - line.phase) / line.period).round() as i64;
-        let k = k.max(last_k + 1);
-        if (x - (line.phase + line.period * k as f64)).abs() <= tol {
-            self.candidate = None;
+        if main_ok {
+            if !cand_ok {
+                // The miss was a spike.
+                self.candidate = None;
+            }
             let gap = k - last_k;
             if gap >= 2 && self.last_skip == Some(gap) && self.samples.len() >= 2 {
                 // Two equal skips in a row: the flow slowed down by `gap`; the last two
@@ -293,10 +344,13 @@ impl FlowModel {
             self.push(k, x);
             return Observation::Fitted;
         }
-        // 4. A miss: form a candidate from the previous arrival and this one.
-        self.outliers += 1;
         self.last_skip = None;
-        self.candidate = prev.map(|p| (p, x));
+        if cand_ok {
+            return Observation::Candidate;
+        }
+        // A miss: a new candidate from the previous arrival and this one.
+        self.outliers += 1;
+        self.candidate = prev.map(|p| Candidate { pts: vec![p, x], main_agrees: true });
         Observation::Outlier
     }
 
@@ -383,9 +437,9 @@ impl FlowModel {
             }
             k += 1;
         }
-        if let Some((t0, t1)) = self.candidate {
-            let t = 2.0 * t1 - t0;
-            let dc = delta * 6f64.sqrt();
+        if let Some(c) = &self.candidate {
+            let t = predict(&c.pts);
+            let dc = delta * CANDIDATE_SPREAD;
             if t + dc + margin >= lo && t - dc <= hi {
                 out.push(Window { start: self.abs(t - dc), end: self.abs(t + dc + margin) });
             }
