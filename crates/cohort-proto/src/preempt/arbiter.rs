@@ -70,13 +70,28 @@ pub enum FreeReason {
 pub enum ArbiterEvent {
     /// Recovery ended: grants adopted, robots queued; `early` if every member reported before
     /// the take-over wait ran out.
-    Recovered { adopted: Vec<u32>, queued: Vec<u32>, early: bool },
+    Recovered {
+        adopted: Vec<u32>,
+        queued: Vec<u32>,
+        early: bool,
+    },
     /// A report revealed a newer epoch during recovery; recovery restarted under `epoch`.
-    EpochBumped { epoch: Epoch },
-    Granted { robot: u32, seq: u64 },
-    Freed { robot: u32, seq: u64, reason: FreeReason },
+    EpochBumped {
+        epoch: Epoch,
+    },
+    Granted {
+        robot: u32,
+        seq: u64,
+    },
+    Freed {
+        robot: u32,
+        seq: u64,
+        reason: FreeReason,
+    },
     /// The arbiter stopped: a newer arbiter (`newer`) exists, or the host told it to.
-    SteppedDown { newer: Option<Epoch> },
+    SteppedDown {
+        newer: Option<Epoch>,
+    },
 }
 
 /// Counters, for benchmarks and diagnostics.

@@ -160,7 +160,10 @@ impl Team {
     }
 
     pub fn arbiter_host(&self) -> Option<u32> {
-        self.robots.iter().find(|(_, r)| r.arbiter.as_ref().is_some_and(|a| a.phase() != Phase::StoodDown)).map(|(i, _)| *i)
+        self.robots
+            .iter()
+            .find(|(_, r)| r.arbiter.as_ref().is_some_and(|a| a.phase() != Phase::StoodDown))
+            .map(|(i, _)| *i)
     }
 
     fn note(&mut self, id: u32, s: String) {
@@ -237,7 +240,8 @@ impl Team {
                         if lost {
                             continue;
                         }
-                        let d = if to == p { Duration::ZERO } else { self.rng.random_range(self.delay.0..=self.delay.1) };
+                        let d =
+                            if to == p { Duration::ZERO } else { self.rng.random_range(self.delay.0..=self.delay.1) };
                         self.seq += 1;
                         self.air.push(Reverse((self.now + d, self.seq, to, p, bytes.clone())));
                     }
@@ -404,7 +408,12 @@ impl Team {
         let mut n = 0u64;
         loop {
             n += 1;
-            assert!(n < 5_000_000, "runaway at {:?}: {:?}", self.now, &self.events[self.events.len().saturating_sub(10)..]);
+            assert!(
+                n < 5_000_000,
+                "runaway at {:?}: {:?}",
+                self.now,
+                &self.events[self.events.len().saturating_sub(10)..]
+            );
             if let Some((t, _, _)) = self.events.iter().find(|(t, i, e)| *t >= start && *i == id && e.contains(pat)) {
                 return *t;
             }
@@ -565,7 +574,8 @@ fn grants_of_an_older_epoch_are_refused() {
     assert!(c.may_send(now));
     assert!(c.send_until().unwrap() < now + (cfg.lease - cfg.guard + MS));
     // Revoke under the wrong token: ignored; under the right one: stop and queue again.
-    let revoke = |seq| PreemptRepr { sender: 3, epoch: newer, msg: Message::Revoke { holder: 5, grant_epoch: newer, seq } };
+    let revoke =
+        |seq| PreemptRepr { sender: 3, epoch: newer, msg: Message::Revoke { holder: 5, grant_epoch: newer, seq } };
     c.handle_message(now, 3, &revoke(2));
     assert!(c.may_send(now));
     c.handle_message(now, 3, &revoke(1));

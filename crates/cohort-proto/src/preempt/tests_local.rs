@@ -329,4 +329,3 @@ fn vpl_keeps_the_card_clear_for_ls_messages_over_seeds() {
     // Windows cost about (4σ + 2 ms + a packet) per 33 ms period.
     assert!(util > 0.75, "utilisation {util}");
 }
-

@@ -228,16 +228,22 @@ impl Vpl {
     /// How long after hand-over a packet with `ahead` packets (and `bytes_ahead` bytes, its
     /// own included) before it would complete.
     pub fn completion_estimate(&self, ahead: usize, bytes_through: u64) -> Duration {
-        self.ctt.estimate(ahead, self.cfg.percentile).unwrap_or_else(|| {
-            Duration::from_secs_f64(bytes_through as f64 * 8.0 / self.rate_bps.max(1.0))
-        })
+        self.ctt
+            .estimate(ahead, self.cfg.percentile)
+            .unwrap_or_else(|| Duration::from_secs_f64(bytes_through as f64 * 8.0 / self.rate_bps.max(1.0)))
     }
 
     /// How much of the BH queue (`queue`: packet sizes in send order) may go to the card
     /// now, given the protection windows (sorted, e.g. [`super::controller::Controller::windows`])
     /// and the end of the bulk token's lease, if this robot holds it (`None`: it does not, so
     /// nothing may go).
-    pub fn poll_release(&mut self, now: Instant, windows: &[Window], queue: &[u32], send_until: Option<Instant>) -> Release {
+    pub fn poll_release(
+        &mut self,
+        now: Instant,
+        windows: &[Window],
+        queue: &[u32],
+        send_until: Option<Instant>,
+    ) -> Release {
         let Some(token_end) = send_until.filter(|&t| t > now) else {
             return self.pause(Release { packets: 0, bytes: 0, recheck_at: None, blocked_by: None }, queue);
         };
