@@ -6,7 +6,8 @@
 //! (Alg. 1 lines 7-10), and freed when its holder releases it (line 5) or when its lease runs
 //! out; a lease never reaches past the slot's [`Config::timeslice`] (line 4), so a holder that
 //! keeps renewing still loses the slot when its slice ends and must queue again, which gives
-//! the round robin of §III-B.
+//! the round robin of §III-B. A renewal that finds less than a renew interval of the slice
+//! left is answered with a REVOKE, so a slice ends up to one renew interval early.
 //!
 //! A new arbiter first *recovers* (QUERY / REPORT, see the module docs) and grants only once
 //! it can rule out every lease it does not know of.
@@ -292,8 +293,11 @@ impl Arbiter {
                 if let Some(h) = held {
                     // The holder stops by its own reckoning within `lease_left`; wait that out
                     // on this clock, stretched for drift, plus the guard.
-                    let lease_end = now + self.cfg.stretch(micros(h.lease_left_us)) + self.cfg.guard;
-                    let slice_end = now + micros(h.slice_left_us);
+                    // No lease or slice is longer than the configured one: a report claiming
+                    // more is capped rather than allowed to block the token.
+                    let lease_left = micros(h.lease_left_us).min(self.cfg.lease);
+                    let lease_end = now + self.cfg.stretch(lease_left) + self.cfg.guard;
+                    let slice_end = now + micros(h.slice_left_us).min(self.cfg.timeslice);
                     match self.slot_of(from) {
                         Some(i) => self.slots[i].lease_end = self.slots[i].lease_end.max(lease_end),
                         None => {

@@ -155,7 +155,7 @@ impl Client {
 
     /// The bulk is done: stop and give the token back early (§IV-A "recycle the unused
     /// time"). A robot still waiting stops waiting; a grant that arrives later is released.
-    pub fn finished(&mut self, now: Instant) {
+    pub fn finished(&mut self, _now: Instant) {
         self.want = false;
         match self.state {
             ClientState::Holding { epoch, seq, .. } => {
@@ -165,7 +165,6 @@ impl Client {
             ClientState::Waiting { .. } => self.state = ClientState::Idle,
             ClientState::Idle => {}
         }
-        let _ = now;
     }
 
     /// Parses and handles one arbiter message from robot `from` (the frame's authenticated
@@ -205,8 +204,9 @@ impl Client {
                     self.stats.ignored += 1;
                     return;
                 }
-                let lease_end = echo + self.cfg.holder_lease(micros(lease_us));
-                let slice_end = echo + self.cfg.shrink(micros(slice_us));
+                // All robots share the configuration: no grant is longer than its lease.
+                let lease_end = echo + self.cfg.holder_lease(micros(lease_us).min(self.cfg.lease));
+                let slice_end = echo + self.cfg.shrink(micros(slice_us).min(self.cfg.timeslice));
                 self.on_grant(now, r.epoch, seq, lease_end, slice_end);
             }
             Message::Revoke { holder, grant_epoch, seq } if holder == self.id => match self.state {

@@ -56,11 +56,21 @@
 //!
 //! # Bounds
 //!
-//! With `L` = lease, `S` = timeslice, `R` = retry interval, `W` = take-over wait:
-//! a holder that crashes costs the team at most `L` of BH time; an arbiter that crashes costs
-//! at most the group's fault detection plus `W` (the slice in progress continues under the
-//! new arbiter). Without loss a request waits at most `⌈k / LIMIT⌉ · (S + R)` behind `k`
-//! earlier requests (see the tests for the bound with faults).
+//! With `L` = lease, `S` = timeslice, `R` = retry interval, `W` = take-over wait
+//! ([`Config::takeover_wait`]), `D` = the group layer's fault detection:
+//!
+//! * at most `LIMIT` robots believe they may send BH at any instant (the lease argument
+//!   above; checked at every event of the fault simulation);
+//! * a holder that crashes costs the team at most `L` of BH time (its slot expires);
+//! * an arbiter that crashes costs at most `D + W`: the holder keeps sending until its lease
+//!   runs out (the slice survives, adopted, if `D` plus a round trip is shorter than the lease
+//!   left), and the new arbiter grants at once when every member has reported, else after `W`;
+//! * a request waits at most `(⌈(n − 1)/LIMIT⌉ + 1) · (S + L + 2R + 2·delay)` in a team of
+//!   `n` (every robot ahead holds one slice plus a hand-over that may lose its grant for a
+//!   lease), plus the cost of each crash. A grant whose every copy was lost runs out unrenewed
+//!   and puts its robot back at the head of the queue, so loss never costs a robot its turn.
+//!
+//! A slice ends up to one renew interval early (a renewal that finds less left is revoked).
 //!
 //! All machines here never read a clock, touch a socket or draw a random number.
 
