@@ -639,3 +639,25 @@ impl std::fmt::Debug for Team {
         f.debug_struct("Team").field("now", &self.now).field("robots", &self.robots.keys()).finish()
     }
 }
+
+#[test]
+fn the_checker_catches_a_clock_outside_the_drift_bound() {
+    // Negative control: robot 2's clock runs 5 % slow, far outside max_drift_ppm, and it
+    // loses touch with the arbiter while it holds. It then sends past the arbiter's lease and
+    // overlaps the next holder; the harness must see it.
+    let run = |ppm: i64| {
+        let mut t = Team::new(cfg(), 3, 1);
+        t.robots.get_mut(&2).unwrap().clock.ppm = ppm;
+        t.start_arbiter(1);
+        t.run_for(50 * MS);
+        t.want(2, Duration::from_secs(100));
+        t.until(2, "MaySend", 100 * MS);
+        t.want(3, Duration::from_secs(100));
+        t.run_for(100 * MS);
+        t.drop = Box::new(|_, from, to, _| (from, to) == (1, 2) || (from, to) == (2, 1));
+        t.run_for(Duration::from_secs(2));
+        t.violations.len()
+    };
+    assert_eq!(run(-400), 0, "within the bound");
+    assert!(run(-50_000) > 0, "the checker missed an overlap");
+}
