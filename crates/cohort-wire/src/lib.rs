@@ -5,6 +5,8 @@
 //! * [`lrt`]: the coded transport's packets (symbols, rank acknowledgements, handshake, close).
 //! * [`group`]: group request-reply and membership (GCBRR): requests, slot-ordered replies,
 //!   join and leave polls, view pushes, heartbeats.
+//! * [`preempt`]: coordinated preemption's bulk-token arbiter (COORP): request, grant, renew,
+//!   release, revoke, query and state report, fenced by epoch and sequence number.
 //!
 //! Parsing follows smoltcp's contract: `new_checked` validates lengths once, after which no
 //! accessor can panic, and `Repr::parse` validates semantics; `Repr::emit` writes into a
@@ -56,6 +58,7 @@
 pub mod frame;
 pub mod group;
 pub mod lrt;
+pub mod preempt;
 mod replay;
 pub mod symbol;
 

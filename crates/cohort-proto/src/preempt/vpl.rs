@@ -1,0 +1,291 @@
+//! The virtual-preemption layer of seed 000 §IV-C (Algorithm 2), sans-IO.
+//!
+//! The network card finishes whatever it was handed before it can send a newly arrived LS
+//! message (§II-C, Fig. 3: frame aggregation). So the layer hands BH packets to the card only
+//! while they can be finished before the next protection window starts, and none during a
+//! window; when the LS message arrives, the card's BH queue is empty.
+//!
+//! * **Completion-time table** (Alg. 2 lines 11-21): for every BH packet handed to the card
+//!   the layer notes the time and `n`, the BH packets already in the card; when the card
+//!   reports it complete, `t_comp − t_enq` is a sample of `CTT[n]`, the time the card needs
+//!   for a packet with `n` ahead of it. Each row keeps the latest
+//!   [`VplConfig::ctt_samples`] (`N_samp`).
+//! * **Release decision** (Alg. 2 lines 1-10): with `t₁` the next window's start, a packet
+//!   handed over now with `n` ahead finishes after about `percentile(CTT[n], p_prot)`; the
+//!   layer releases the queue's packets one by one while that fits before `t₁` and stops at
+//!   the first that does not (the paper "pauses the kernel queue"). Inside a window
+//!   (`t₁ ≤ now ≤ t₂`) it releases nothing and asks to be called again at `t₂`, when the
+//!   controller has the next window (lines 22-25).
+//! * **Rate fallback.** A row without samples yet (a queue depth never seen) is estimated
+//!   from the link rate (an EWMA of bytes over completion intervals while the card is busy)
+//!   and the bytes ahead: `(bytes in the card + bytes released) · 8 / rate`.
+//! * **Token end.** The bulk token's lease end ([`super::client::Client::send_until`]) acts
+//!   as a window without end: BH handed to the card finishes before the robot stops holding
+//!   the token, so no BH of this robot is on the air after its lease.
+
+use super::controller::Window;
+use cohort_time::Instant;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Settings of the virtual-preemption layer.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VplConfig {
+    /// `N_samp`: samples kept per CTT row. Default 64.
+    pub ctt_samples: usize,
+    /// `p_prot`: the percentile of a CTT row used as the completion time. The paper gives no
+    /// value; default 0.95, matching the 95 % accuracy of the windows (§IV-B).
+    pub percentile: f64,
+    /// Rows of the CTT (card queue depths tracked); deeper queues use the rate fallback.
+    /// Default 128.
+    pub ctt_rows: usize,
+    /// Link rate assumed before the first measurement, bit/s. Default 20 Mbit/s
+    /// (conservative for 802.11n/ac).
+    pub initial_rate_bps: u64,
+    /// EWMA gain of the rate estimate. Default 1/8.
+    pub rate_gain: f64,
+}
+
+impl Default for VplConfig {
+    fn default() -> Self {
+        VplConfig { ctt_samples: 64, percentile: 0.95, ctt_rows: 128, initial_rate_bps: 20_000_000, rate_gain: 0.125 }
+    }
+}
+
+/// An invalid [`VplConfig`].
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum VplConfigError {
+    #[error("ctt_samples and ctt_rows must be positive")]
+    Table,
+    #[error("percentile {0} must lie in (0, 1]")]
+    Percentile(f64),
+    #[error("initial_rate_bps must be positive")]
+    Rate,
+    #[error("rate_gain {0} must lie in (0, 1]")]
+    Gain(f64),
+}
+
+impl VplConfig {
+    pub fn validate(&self) -> Result<(), VplConfigError> {
+        if self.ctt_samples == 0 || self.ctt_rows == 0 {
+            return Err(VplConfigError::Table);
+        }
+        if !(self.percentile > 0.0 && self.percentile <= 1.0) {
+            return Err(VplConfigError::Percentile(self.percentile));
+        }
+        if self.initial_rate_bps == 0 {
+            return Err(VplConfigError::Rate);
+        }
+        if !(self.rate_gain > 0.0 && self.rate_gain <= 1.0) {
+            return Err(VplConfigError::Gain(self.rate_gain));
+        }
+        Ok(())
+    }
+}
+
+/// The completion-time table `CTT` of Algorithm 2.
+#[derive(Debug, Clone)]
+pub struct CompletionTable {
+    rows: Vec<VecDeque<Duration>>,
+    keep: usize,
+}
+
+impl CompletionTable {
+    pub fn new(rows: usize, keep: usize) -> Self {
+        CompletionTable { rows: vec![VecDeque::new(); rows], keep }
+    }
+
+    /// A packet enqueued with `n` BH packets ahead took `d` to complete (lines 17-21).
+    pub fn record(&mut self, n: usize, d: Duration) {
+        if let Some(row) = self.rows.get_mut(n) {
+            if row.len() >= self.keep {
+                row.pop_front();
+            }
+            row.push_back(d);
+        }
+    }
+
+    /// `percentile(CTT[n], p)`, or `None` if row `n` has no samples (line 3).
+    pub fn estimate(&self, n: usize, p: f64) -> Option<Duration> {
+        let row = self.rows.get(n)?;
+        if row.is_empty() {
+            return None;
+        }
+        let mut v: Vec<Duration> = row.iter().copied().collect();
+        v.sort_unstable();
+        let idx = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+        Some(v[idx])
+    }
+
+    pub fn samples(&self, n: usize) -> usize {
+        self.rows.get(n).map_or(0, VecDeque::len)
+    }
+}
+
+/// The layer's answer: hand `packets` (the queue's first ones, `bytes` in all) to the card
+/// now, and call again at `recheck_at` (or on the next enqueue, completion or window change).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    pub packets: usize,
+    pub bytes: u64,
+    pub recheck_at: Option<Instant>,
+    /// The window (or token end, as a window without end) that stopped the release, if any.
+    pub blocked_by: Option<Window>,
+}
+
+/// Counters, for benchmarks and diagnostics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VplStats {
+    pub released_packets: u64,
+    pub released_bytes: u64,
+    /// Release decisions that held packets back.
+    pub pauses: u64,
+    pub completions: u64,
+    /// Completion reports for packets the layer did not know.
+    pub unknown_completions: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct InCard {
+    id: u64,
+    bytes: u32,
+    t_enq: Instant,
+    ahead: usize,
+}
+
+/// The virtual-preemption layer of one robot's card.
+#[derive(Debug, Clone)]
+pub struct Vpl {
+    cfg: VplConfig,
+    ctt: CompletionTable,
+    in_card: VecDeque<InCard>,
+    bytes_in_card: u64,
+    rate_bps: f64,
+    last_completion: Option<Instant>,
+    stats: VplStats,
+}
+
+impl Vpl {
+    pub fn new(cfg: VplConfig) -> Result<Self, VplConfigError> {
+        cfg.validate()?;
+        Ok(Vpl {
+            cfg,
+            ctt: CompletionTable::new(cfg.ctt_rows, cfg.ctt_samples),
+            in_card: VecDeque::new(),
+            bytes_in_card: 0,
+            rate_bps: cfg.initial_rate_bps as f64,
+            last_completion: None,
+            stats: VplStats::default(),
+        })
+    }
+
+    pub fn table(&self) -> &CompletionTable {
+        &self.ctt
+    }
+
+    /// The current link-rate estimate, bit/s.
+    pub fn rate_bps(&self) -> f64 {
+        self.rate_bps
+    }
+
+    /// BH packets and bytes handed to the card and not yet complete.
+    pub fn in_card(&self) -> (usize, u64) {
+        (self.in_card.len(), self.bytes_in_card)
+    }
+
+    pub fn stats(&self) -> VplStats {
+        self.stats
+    }
+
+    /// A BH packet `id` of `bytes` was handed to the card (Alg. 2 lines 11-15).
+    pub fn on_enqueue(&mut self, now: Instant, id: u64, bytes: u32) {
+        let ahead = self.in_card.len();
+        self.in_card.push_back(InCard { id, bytes, t_enq: now, ahead });
+        self.bytes_in_card += u64::from(bytes);
+    }
+
+    /// The card reports BH packet `id` complete (lines 16-21).
+    pub fn on_complete(&mut self, now: Instant, id: u64) {
+        let Some(at) = self.in_card.iter().position(|p| p.id == id) else {
+            self.stats.unknown_completions += 1;
+            return;
+        };
+        let Some(p) = self.in_card.remove(at) else { return };
+        self.stats.completions += 1;
+        self.bytes_in_card -= u64::from(p.bytes);
+        self.ctt.record(p.ahead, now - p.t_enq);
+        // Rate sample over the time the card spent on this packet alone: since the later of
+        // its hand-over and the previous completion.
+        let busy_from = self.last_completion.map_or(p.t_enq, |l| l.max(p.t_enq));
+        let busy = now - busy_from;
+        if !busy.is_zero() {
+            let sample = f64::from(p.bytes) * 8.0 / busy.as_secs_f64();
+            self.rate_bps += self.cfg.rate_gain * (sample - self.rate_bps);
+        }
+        self.last_completion = Some(now);
+    }
+
+    /// How long after hand-over a packet with `ahead` packets (and `bytes_ahead` bytes, its
+    /// own included) before it would complete.
+    pub fn completion_estimate(&self, ahead: usize, bytes_through: u64) -> Duration {
+        self.ctt
+            .estimate(ahead, self.cfg.percentile)
+            .unwrap_or_else(|| Duration::from_secs_f64(bytes_through as f64 * 8.0 / self.rate_bps.max(1.0)))
+    }
+
+    /// How much of the BH queue (`queue`: packet sizes in send order) may go to the card
+    /// now, given the protection windows (sorted, e.g. [`super::controller::Controller::windows`])
+    /// and the end of the bulk token's lease, if this robot holds it (`None`: it does not, so
+    /// nothing may go).
+    pub fn poll_release(
+        &mut self,
+        now: Instant,
+        windows: &[Window],
+        queue: &[u32],
+        send_until: Option<Instant>,
+    ) -> Release {
+        let Some(token_end) = send_until.filter(|&t| t > now) else {
+            return self.pause(Release { packets: 0, bytes: 0, recheck_at: None, blocked_by: None }, queue);
+        };
+        let next = windows.iter().find(|w| w.end >= now).copied();
+        if let Some(w) = next
+            && w.start <= now
+        {
+            // Inside a window (line 5, second half): hold everything until it ends.
+            return self.pause(Release { packets: 0, bytes: 0, recheck_at: Some(w.end), blocked_by: Some(w) }, queue);
+        }
+        let token = Window { start: token_end, end: Instant::FAR_FUTURE };
+        let limit = match next {
+            Some(w) if w.start < token_end => w,
+            _ => token,
+        };
+        let room = limit.start - now;
+        let (mut packets, mut bytes) = (0usize, 0u64);
+        let (ahead0, bytes0) = (self.in_card.len(), self.bytes_in_card);
+        for &size in queue {
+            let through = bytes0 + bytes + u64::from(size);
+            if self.completion_estimate(ahead0 + packets, through) >= room {
+                break;
+            }
+            packets += 1;
+            bytes += u64::from(size);
+        }
+        let blocked = packets < queue.len();
+        let r = Release {
+            packets,
+            bytes,
+            recheck_at: blocked.then_some(limit.end).filter(|&t| t != Instant::FAR_FUTURE),
+            blocked_by: blocked.then_some(limit),
+        };
+        self.stats.released_packets += packets as u64;
+        self.stats.released_bytes += bytes;
+        self.pause(r, queue)
+    }
+
+    fn pause(&mut self, r: Release, queue: &[u32]) -> Release {
+        if r.packets < queue.len() {
+            self.stats.pauses += 1;
+        }
+        r
+    }
+}
