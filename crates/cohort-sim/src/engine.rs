@@ -4,7 +4,7 @@
 use crate::scenario::{App, Fault, Network, Scenario};
 use cohort_medium::link::{Duplex, Jitter, LinkParams, LossModel};
 use cohort_medium::wifi::{Ac, Dest, EdcaParams, Medium, MediumEvent, Phy, StationConfig};
-use cohort_proto::lrt::{Config, Connection};
+use cohort_proto::lrt::Connection;
 use cohort_time::Instant;
 use serde::Serialize;
 use std::io::Write;
@@ -31,6 +31,12 @@ pub struct FlowResult {
     /// Messages sent before a crash of either end that were never delivered (allowed: at most
     /// once across a crash).
     pub lost_to_crashes: u64,
+    /// Coders the sender opened, full-rank ACKs of finished coders the receiver sent, and
+    /// symbols it dropped as belonging to an out-of-date coder (seed 004 §III-B, D), since
+    /// the flow's last restart.
+    pub coders_opened: u64,
+    pub full_rank_acks: u64,
+    pub out_of_date: u64,
 }
 
 /// The result of one seeded run.
@@ -215,11 +221,11 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
             drift[node] = ppm;
         }
     }
-    let cfg = Config::default();
+    let cfg = s.lrt.config();
     let fresh = |f: usize, epoch: u32, now: Instant| {
         let id = (f as u64 + 1) | u64::from(epoch) << 32;
-        let c = Connection::connect(cfg.clone(), id, now).expect("default config is valid");
-        (c, Connection::accept(cfg.clone(), now).expect("default config is valid"))
+        let c = Connection::connect(cfg.clone(), id, now).expect("validated with the scenario");
+        (c, Connection::accept(cfg.clone(), now).expect("validated with the scenario"))
     };
     let mut ends: Vec<(Connection, Connection)> = (0..s.flows.len()).map(|f| fresh(f, 0, Instant::ZERO)).collect();
     let mut epoch = vec![0u32; s.flows.len()];
@@ -475,7 +481,15 @@ pub fn run(s: &Scenario, seed: u64, rec: Recorder<'_>) -> Outcome {
     }
     out.simulated_s = now.since_epoch().as_secs_f64();
     for (f, fl) in s.flows.iter().enumerate() {
-        let mut r = FlowResult { sent: next_msg[f], in_order: true, ..Default::default() };
+        let (cs, ss) = (ends[f].0.stats(), ends[f].1.stats());
+        let mut r = FlowResult {
+            sent: next_msg[f],
+            in_order: true,
+            coders_opened: cs.coders_opened,
+            full_rank_acks: ss.full_rank_acks_sent,
+            out_of_date: ss.out_of_date,
+            ..Default::default()
+        };
         let mut seen = vec![false; fl.count as usize];
         let mut expect = 0;
         let mut delays = vec![];

@@ -12,4 +12,4 @@ pub mod scenario;
 
 pub use engine::{FlowResult, Outcome, Recorder, run};
 pub use group::{GroupOutcome, GroupScenario, run_group};
-pub use scenario::{Scenario, ScenarioError};
+pub use scenario::{LrtSettings, Scenario, ScenarioError};

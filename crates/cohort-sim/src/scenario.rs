@@ -49,6 +49,33 @@ pub struct Scenario {
     /// Time after `duration_s` for the flows to drain before unfinished ones count as failures.
     #[serde(default = "default_drain")]
     pub drain_s: f64,
+    /// LRT settings of every connection; unset fields keep `lrt::Config`'s defaults.
+    #[serde(default)]
+    pub lrt: LrtSettings,
+}
+
+/// The `[lrt]` table: connection parameters both ends use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LrtSettings {
+    pub symbol_size: Option<usize>,
+    pub max_window: Option<usize>,
+    /// Source symbols per coder: small values make coder IDs, the out-of-date filter and the
+    /// full-rank ACK of a finished coder (seed 004 §III-B, D) run within a short scenario.
+    pub coder_symbols: Option<u32>,
+}
+
+impl LrtSettings {
+    /// The connection configuration these settings give.
+    pub fn config(&self) -> cohort_proto::lrt::Config {
+        let d = cohort_proto::lrt::Config::default();
+        cohort_proto::lrt::Config {
+            symbol_size: self.symbol_size.unwrap_or(d.symbol_size),
+            max_window: self.max_window.unwrap_or(d.max_window),
+            coder_symbols: self.coder_symbols.unwrap_or(d.coder_symbols),
+            ..d
+        }
+    }
 }
 
 fn default_drain() -> f64 {
@@ -171,6 +198,9 @@ impl Scenario {
 
     pub fn validate(&self) -> Result<(), ScenarioError> {
         let bad = |m: String| Err(ScenarioError::Invalid(m));
+        if let Err(e) = self.lrt.config().validate() {
+            return bad(format!("[lrt]: {e}"));
+        }
         if self.random_faults > 1000 {
             return bad("random_faults above 1000".into());
         }

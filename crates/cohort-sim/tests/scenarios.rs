@@ -8,7 +8,7 @@ fn scenario(name: &str) -> Scenario {
     Scenario::load(&p).unwrap()
 }
 
-fn check(s: &Scenario, seed: u64) {
+fn check(s: &Scenario, seed: u64) -> cohort_sim::Outcome {
     let o = run(s, seed, Recorder::default());
     assert!(
         o.ok(),
@@ -16,6 +16,21 @@ fn check(s: &Scenario, seed: u64) {
         o.violations,
         s.name
     );
+    o
+}
+
+/// With the scenario's small coders, every seed rolls coders over and acknowledges finished
+/// ones at full rank; the sweep as a whole also exercises the out-of-date filter.
+fn sweep_runs_every_coder_path(s: &Scenario, seeds: std::ops::Range<u64>) {
+    let mut out_of_date = 0;
+    for seed in seeds {
+        let o = check(s, seed);
+        let replay = format!("replay: cohort sim run scenarios/{}.toml --seed {seed}", s.name);
+        assert!(o.flows.iter().any(|f| f.coders_opened >= 3), "seed {seed}: no coder rollover; {replay}");
+        assert!(o.flows.iter().any(|f| f.full_rank_acks > 0), "seed {seed}: no full-rank ACK; {replay}");
+        out_of_date += o.flows.iter().map(|f| f.out_of_date).sum::<u64>();
+    }
+    assert!(out_of_date > 0, "no symbol of a finished coder ever reached the filter");
 }
 
 #[test]
@@ -37,18 +52,12 @@ fn same_seed_same_trace_hash() {
 
 #[test]
 fn lossy_p2p_with_partition_and_drift_across_seeds() {
-    let s = scenario("lrt_p2p_lossy.toml");
-    for seed in 0..300 {
-        check(&s, seed);
-    }
+    sweep_runs_every_coder_path(&scenario("lrt_p2p_lossy.toml"), 0..300);
 }
 
 #[test]
 fn wifi_team_across_seeds() {
-    let s = scenario("lrt_wifi_team.toml");
-    for seed in 0..200 {
-        check(&s, seed);
-    }
+    sweep_runs_every_coder_path(&scenario("lrt_wifi_team.toml"), 0..200);
 }
 
 #[test]

@@ -73,6 +73,8 @@ pub mod kind {
     pub const LRT: u8 = 0;
     /// Group request-reply and membership.
     pub const GROUP: u8 = 1;
+    /// Coordinated preemption: the bulk token's arbiter and its clients.
+    pub const PREEMPT: u8 = 2;
 }
 
 /// Header field positions.

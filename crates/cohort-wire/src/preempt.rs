@@ -32,8 +32,8 @@
 //! `waited_us` zero. Undefined flag bits must be zero and no message carries trailing bytes,
 //! so whatever [`PreemptRepr::parse`] accepts, [`PreemptRepr::emit`] writes back byte for byte.
 
-/// The secure frame's payload kind proposed for these messages (after LRT 0 and GROUP 1).
-pub const FRAME_KIND: u8 = 2;
+/// The secure frame's payload kind of these messages.
+pub const FRAME_KIND: u8 = crate::frame::kind::PREEMPT;
 
 /// Message type numbers.
 pub mod kind {
