@@ -7,6 +7,7 @@
 
 pub mod block;
 pub mod coding;
+pub mod coorp;
 pub mod coorp_gate;
 pub mod fidelity;
 pub mod group;

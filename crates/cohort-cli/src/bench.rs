@@ -44,6 +44,9 @@ enum Which {
     /// GCBRR vs TCP/RUP/UUP point-to-point request-reply, TCP group management and Zenoh over
     /// the emulated 1 Mbit/s 802.11 channel of seed 003 (root).
     Group(GroupArgs),
+    /// Coordinated robotic learning on the simulated 802.11ac channel: EDCA, SchedWiFi, COORP
+    /// and its halves, control marked and unmarked, and the scalability sweep (seed 000).
+    Coorp(CoorpArgs),
     /// How fast the bulk gate holds and releases a foreign TCP upload in the kernel (root).
     #[command(name = "coorp-gate")]
     CoorpGate(CoorpGateArgs),
@@ -208,6 +211,33 @@ struct FidelityArgs {
 }
 
 #[derive(Debug, Args)]
+struct CoorpArgs {
+    /// Print the report as JSON (otherwise a short summary).
+    #[arg(long)]
+    json: bool,
+    /// Robots, the leader included.
+    #[arg(long, default_value_t = 5)]
+    robots: usize,
+    /// Repetitions (seeds), systems alternating within each.
+    #[arg(long, default_value_t = 3)]
+    reps: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Training epochs per run.
+    #[arg(long, default_value_t = 2)]
+    epochs: usize,
+    /// Parameter update per worker, MiB.
+    #[arg(long, default_value_t = 10.0)]
+    update_mb: f64,
+    /// Team sizes of the scalability sweep (empty: none).
+    #[arg(long, value_delimiter = ',', default_value = "2,5,10,20,30,40,50,60")]
+    scale: Vec<usize>,
+    /// Also write the JSON next to this PNG (reaction-time CDFs and the sweep).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 struct CoorpGateArgs {
     /// Print the report as JSON (otherwise a short summary).
     #[arg(long)]
@@ -246,6 +276,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
     match args.which {
         Which::Coding(a) => coding(&a),
         Which::CoorpGate(a) => coorp_gate(&a),
+        Which::Coorp(a) => coorp(&a),
         Which::Lrt(a) => lrt(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
@@ -568,6 +599,65 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(path) = &a.out {
         write_and_plot(path, &json, "fidelity")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn coorp(a: &CoorpArgs) -> Result<ExitCode, BenchError> {
+    if !(2..=200).contains(&a.robots)
+        || a.reps == 0
+        || a.update_mb.is_nan()
+        || a.update_mb <= 0.0
+        || a.scale.iter().any(|&n| !(2..=200).contains(&n))
+    {
+        return Err(BenchError::Invalid("--robots and --scale in 2..=200, --reps and --update-mb positive".into()));
+    }
+    let p = cohort_bench::coorp::CoorpParams {
+        robots: a.robots,
+        reps: a.reps,
+        seed: a.seed,
+        epochs: a.epochs,
+        update_mb: a.update_mb,
+        scale: a.scale.clone(),
+    };
+    let r = cohort_bench::coorp::bench(&p, |what| eprintln!("coorp: {what}")).map_err(BenchError::Run)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        let f = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_f64()).unwrap_or(f64::NAN);
+        for (profile, v) in r["profiles"].as_object().into_iter().flatten() {
+            for (system, s) in v["sim"].as_object().into_iter().flatten() {
+                println!(
+                    "{profile:<9} {system:<13} violations {:>6.2}%  reaction p99 {:>7.2} ms  bulk utilization {:.3}  epoch x{:.3} of EDCA",
+                    f(s, "violation_share") * 100.0,
+                    f(&s["reaction_ms"], "p99"),
+                    f(s, "bh_utilization"),
+                    f(s, "epoch_time_ratio_vs_edca"),
+                );
+            }
+            for (system, s) in r["unmarked"][profile]["sim"].as_object().into_iter().flatten() {
+                println!(
+                    "{profile:<9} {system:<13} unmarked control: violations {:>6.2}%",
+                    f(s, "violation_share") * 100.0
+                );
+            }
+        }
+        for s in r["scalability"].as_array().into_iter().flatten() {
+            println!(
+                "{:>3} robots: violations {:>6.2}% (model {:>6.2}%), bulk {:>7.1} Mbit/s (model {:>7.1})",
+                f(s, "robots"),
+                f(s, "violation_share") * 100.0,
+                f(s, "model_violation_share") * 100.0,
+                f(s, "bh_mbps"),
+                f(s, "model_bh_mbps")
+            );
+        }
+        println!("max robots within 5%: {}", r["max_robots_within_5pct"]);
+        println!("replay: {}", r["command"].as_str().unwrap_or_default());
+    }
+    if let Some(png) = &a.plot {
+        write_and_plot(&png.with_extension("json"), &json, "coorp")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,211 @@
+//! `cohort bench coorp`: coordinated robotic learning on the simulated 802.11ac channel, every
+//! system of seed 000 in the same run, control marked and unmarked, and the scalability sweep
+//! beside seed 000's analytical model (Eqs. 1-3).
+//!
+//! Systems alternate within each repetition (seeds `seed..seed + reps`), so every system sees
+//! the same seeds. Per system: the share of loops over the boundary, the reaction-time CDF, the
+//! bulk's throughput against the no-control ideal (`bh_utilization`, seed 000 Table II's
+//! "bytes per second when MPC was disabled"), and time per epoch against EDCA's.
+
+use crate::stats::{mean, quantile, round, thin};
+use cohort_medium::wifi::StationConfig;
+use cohort_sim::crl::{CrlOutcome, CrlParams, System, run};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct CoorpParams {
+    pub robots: usize,
+    pub reps: u64,
+    pub seed: u64,
+    pub epochs: usize,
+    pub update_mb: f64,
+    /// Team sizes of the scalability sweep (COORP only, control marked); empty: none.
+    pub scale: Vec<usize>,
+}
+
+impl Default for CoorpParams {
+    fn default() -> Self {
+        CoorpParams {
+            robots: 5,
+            reps: 3,
+            seed: 1,
+            epochs: 2,
+            update_mb: 10.0,
+            scale: vec![2, 5, 10, 20, 30, 40, 50, 60],
+        }
+    }
+}
+
+/// The named NIC profiles the model has, each a station configuration.
+pub fn profiles() -> Vec<(&'static str, StationConfig)> {
+    vec![("per_ac", StationConfig::default())]
+}
+
+fn crl(p: &CoorpParams, robots: usize, station: StationConfig, marked: bool) -> CrlParams {
+    CrlParams {
+        robots,
+        epochs: p.epochs,
+        update_bytes: (p.update_mb * 1_048_576.0) as usize,
+        marked,
+        station,
+        ..CrlParams::default()
+    }
+}
+
+/// Pooled figures of one system over the repetitions.
+fn pooled(runs: &[CrlOutcome], ideal_bh_mbps: f64, edca_epoch_s: f64) -> Value {
+    let loops: usize = runs.iter().map(|o| o.loops).sum();
+    let violations: usize = runs.iter().map(|o| o.violations).sum();
+    let mut reaction: Vec<f64> = runs.iter().flat_map(|o| o.reaction_ms.iter().copied()).collect();
+    reaction.sort_by(f64::total_cmp);
+    let shares: Vec<f64> = runs.iter().map(CrlOutcome::violation_share).collect();
+    let epoch: Vec<f64> = runs.iter().flat_map(|o| o.epoch_s.iter().copied()).collect();
+    let bh: Vec<f64> = runs.iter().map(CrlOutcome::bh_mbps).collect();
+    let epoch_mean = mean(&epoch);
+    json!({
+        "runs": runs.len(),
+        "loops": loops,
+        "violation_share": round(violations as f64 / loops.max(1) as f64, 4),
+        "violation_share_per_run": shares.iter().map(|s| round(*s, 4)).collect::<Vec<_>>(),
+        "incomplete_loops": runs.iter().map(|o| o.incomplete).sum::<usize>(),
+        "reaction_ms": {
+            "p50": round(quantile(&reaction, 0.5), 3),
+            "p90": round(quantile(&reaction, 0.9), 3),
+            "p99": round(quantile(&reaction, 0.99), 3),
+            "cdf": thin(&reaction, 200).iter().map(|v| round(*v, 3)).collect::<Vec<_>>(),
+        },
+        "bh_mbps": round(mean(&bh), 2),
+        "bh_utilization": if ideal_bh_mbps > 0.0 { round(mean(&bh) / ideal_bh_mbps, 3) } else { f64::NAN },
+        "epoch_s": round(epoch_mean, 3),
+        "epoch_time_ratio_vs_edca": if edca_epoch_s > 0.0 { round(epoch_mean / edca_epoch_s, 3) } else { f64::NAN },
+        "ls_frames_be_share": round(
+            runs.iter().map(|o| o.ls_frames_be).sum::<u64>() as f64
+                / runs.iter().map(|o| o.ls_frames_be + o.ls_frames_vo).sum::<u64>().max(1) as f64,
+            4
+        ),
+    })
+}
+
+/// Runs `systems` over the repetitions (alternating), returning their outcomes by name.
+fn alternate(
+    p: &CoorpParams,
+    cp: &CrlParams,
+    systems: &[System],
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<(System, Vec<CrlOutcome>)>, String> {
+    let mut out: Vec<(System, Vec<CrlOutcome>)> = systems.iter().map(|&s| (s, Vec::new())).collect();
+    for rep in 0..p.reps {
+        for (s, runs) in &mut out {
+            progress(&format!("{} robots, {}, marked {}, seed {}", cp.robots, s.name(), cp.marked, p.seed + rep));
+            runs.push(run(cp, *s, p.seed + rep)?);
+        }
+    }
+    Ok(out)
+}
+
+/// The bulk's throughput with no control loop at all (seed 000's ideal): EDCA, `epochs`
+/// epochs, the loop's messages switched off by sending none.
+fn ideal_bh(p: &CoorpParams, cp: &CrlParams) -> Result<f64, String> {
+    let quiet = CrlParams { perception_bytes: 0, action_bytes: 0, ..cp.clone() };
+    let v: Result<Vec<f64>, String> =
+        (0..p.reps).map(|r| run(&quiet, System::Edca, p.seed + r).map(|o| o.bh_mbps())).collect();
+    Ok(mean(&v?))
+}
+
+/// Seed 000 Eqs. 1-2: the share of loops whose reaction exceeds `boundary_ms` with `n`
+/// workers, `p0` ≈ 0.1 the chance that a bulk A-MPDU wins one contention against an LS frame,
+/// `b_mbps` the bandwidth `B` (here: the bulk's measured throughput without control traffic).
+pub fn model_violation_share(p: &CrlParams, n: usize, ampdu_bytes: f64, b_mbps: f64) -> f64 {
+    let p0: f64 = (1.0 + 2.0 + 3.0) / (4.0 * 16.0) + 4.0 / (4.0 * 16.0) * (28.0 / (8.0 * 32.0));
+    let b = b_mbps * 1e6 / 8.0;
+    let t_tr = n as f64 * (p.perception_bytes + p.action_bytes) as f64 / b;
+    let t_inf = p.inference_ms / 1e3;
+    let bound = p.boundary_ms / 1e3;
+    let trials = 2 * n;
+    // P(N_BH = k) = C(2N, k) p0^k (1 - p0)^(2N - k); sum those with T_k > bound.
+    let mut share = 0.0;
+    let mut c = 1.0f64;
+    for k in 0..=trials {
+        if k > 0 {
+            c *= (trials - k + 1) as f64 / k as f64;
+        }
+        let t_k = t_inf + t_tr + k as f64 * ampdu_bytes / b;
+        if t_k > bound {
+            share += c * p0.powi(k as i32) * (1.0 - p0).powi((trials - k) as i32);
+        }
+    }
+    share
+}
+
+/// Runs the bench. `progress` hears what runs.
+pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+    let mut profiles_out = Map::new();
+    let mut unmarked = Map::new();
+    for (name, station) in profiles() {
+        let cp = crl(p, p.robots, station, true);
+        let ideal = ideal_bh(p, &cp)?;
+        let runs = alternate(p, &cp, &System::ALL, &mut progress)?;
+        let edca_epoch = runs
+            .iter()
+            .find(|(s, _)| *s == System::Edca)
+            .map_or(0.0, |(_, r)| mean(&r.iter().flat_map(|o| o.epoch_s.iter().copied()).collect::<Vec<_>>()));
+        let mut sys = Map::new();
+        for (s, r) in &runs {
+            sys.insert(s.name().into(), pooled(r, ideal, edca_epoch));
+        }
+        profiles_out.insert(name.into(), json!({ "sim": sys, "ideal_bh_mbps": round(ideal, 2) }));
+        let cu = crl(p, p.robots, station, false);
+        let runs = alternate(p, &cu, &[System::Edca, System::Coorp], &mut progress)?;
+        let mut sys = Map::new();
+        for (s, r) in &runs {
+            sys.insert(s.name().into(), pooled(r, ideal, edca_epoch));
+        }
+        unmarked.insert(name.into(), json!({ "sim": sys }));
+    }
+    let b_mbps = ideal_bh(p, &crl(p, p.robots, StationConfig::default(), true))?;
+    let mut scale = Vec::new();
+    // The largest team of the sweep up to which every team stays within 5%.
+    let mut max_ok = 0;
+    let mut all_ok = true;
+    for &n in &p.scale {
+        let cp = crl(&CoorpParams { reps: 1, ..p.clone() }, n, StationConfig::default(), true);
+        let r = alternate(&CoorpParams { reps: 1, ..p.clone() }, &cp, &[System::Coorp], &mut progress)?;
+        let o = &r[0].1;
+        let share = pooled(o, 0.0, 0.0)["violation_share"].as_f64().unwrap_or(f64::NAN);
+        all_ok &= share <= 0.05;
+        if all_ok {
+            max_ok = n;
+        }
+        // L_ampdu: the largest A-MPDU a bulk access may send (one frame without aggregation).
+        let lim = StationConfig::default().ampdu[cohort_medium::wifi::Ac::Be.index()];
+        let ampdu = f64::from(lim.max_bytes.min(65_535).min(u32::from(lim.max_frames) * 1538));
+        let model = model_violation_share(&cp, n - 1, ampdu, b_mbps);
+        scale.push(json!({
+            "robots": n,
+            "violation_share": share,
+            "model_violation_share": round(model, 4),
+            "bh_mbps": round(o[0].bh_mbps(), 2),
+            // Eq. 3: B_BH = B − N·F·(L_perc + L_act).
+            "model_bh_mbps": round(
+                b_mbps - (n - 1) as f64 * cp.loop_hz * (cp.perception_bytes + cp.action_bytes) as f64 * 8.0 / 1e6,
+                2
+            ),
+        }));
+    }
+    Ok(json!({
+        "bench": "coorp",
+        "command": format!(
+            "cohort bench coorp --json --robots {} --reps {} --seed {} --epochs {} --update-mb {}",
+            p.robots, p.reps, p.seed, p.epochs, p.update_mb
+        ),
+        "params": p,
+        "workload": crl(p, p.robots, StationConfig::default(), true),
+        "profiles": profiles_out,
+        "unmarked": unmarked,
+        "scalability": scale,
+        "model_bandwidth_mbps": round(b_mbps, 2),
+        "max_robots_within_5pct": max_ok,
+    }))
+}
