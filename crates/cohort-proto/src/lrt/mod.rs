@@ -12,6 +12,8 @@
 //! their frame packet number.
 
 mod conn;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod pace;
 pub mod stream;
 

@@ -360,3 +360,14 @@ fn events_stay_bounded_when_nobody_polls_them() {
     }
     assert!(seen.contains(&Event::Connected) && seen.contains(&Event::Readable), "{seen:?}");
 }
+
+/// Found by the fuzz target: a symbol whose corrupted length prefix closes the connection after
+/// it completed a message left that message uncounted in the receive buffer, and `recv`
+/// underflowed the count.
+#[test]
+fn a_message_completed_before_a_bad_length_prefix_is_counted() {
+    super::fuzzing::feed_arbitrary(&[
+        0x07, 0x00, 0x00, 0x00, 0x01, 0x03, 0x00, 0x00, 0x00, 0x00, 0xe3, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0xfe, 0xff, 0xff, 0xff, 0x49,
+    ]);
+}

@@ -144,10 +144,9 @@ impl Connection {
                 front.ack_pending = true;
                 moved = true;
                 let before = self.recv_queue.len();
-                if let Err(e) = self.reasm.push_symbol(sym, &mut self.recv_queue) {
-                    self.close_with(CloseReason::Protocol(e.to_string()), Some(code::PROTOCOL));
-                    return moved;
-                }
+                let pushed = self.reasm.push_symbol(sym, &mut self.recv_queue);
+                // Messages completed before a malformed length prefix are whole and in order:
+                // they are delivered, and counted, before the connection closes.
                 for m in self.recv_queue.range(before..) {
                     self.recv_bytes += m.len();
                 }
@@ -155,6 +154,10 @@ impl Connection {
                 self.stats.messages_received += added;
                 if added > 0 && before == 0 {
                     self.notify(Event::Readable);
+                }
+                if let Err(e) = pushed {
+                    self.close_with(CloseReason::Protocol(e.to_string()), Some(code::PROTOCOL));
+                    return moved;
                 }
                 continue;
             }
