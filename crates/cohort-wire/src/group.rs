@@ -40,7 +40,7 @@
 
 pub mod mask;
 
-pub use mask::{MaskError, PidMask, SpanError};
+pub use mask::{MAX_SPAN, MaskError, PidMask, SpanError};
 
 /// Message type numbers.
 pub mod kind {

@@ -241,6 +241,12 @@ impl Member {
         if coord != self.pid || poll != *current || self.view.get(from).is_some_and(|e| e.incarnation >= inc) {
             return false;
         }
+        if !self.view.admits(from) {
+            // Its reply slot could not be addressed: refused and counted, never silently
+            // left out of requests (and then expelled as silent).
+            self.stats.joins_refused += 1;
+            return false;
+        }
         added.push(from);
         let ticket = self.next_ticket;
         self.next_ticket += 1;

@@ -84,6 +84,11 @@ impl Member {
         if !sorted.contains(&pid) {
             return Err(InitError::NotInGroup(pid));
         }
+        if let (Some(&lo), Some(&hi)) = (sorted.first(), sorted.last())
+            && u64::from(hi) - u64::from(lo) >= u64::from(cohort_wire::group::MAX_SPAN)
+        {
+            return Err(InitError::Span { lo, hi });
+        }
         for (i, &p) in sorted.iter().enumerate() {
             m.view.insert(p, Entry { incarnation: 0, ticket: i as u64 + 1, new: false });
             m.last_heard.insert(p, now);

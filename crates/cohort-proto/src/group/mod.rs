@@ -294,6 +294,10 @@ pub enum InitError {
     Config(#[from] ConfigError),
     #[error("the group must contain the local process {0}")]
     NotInGroup(u32),
+    /// Reply slots address members by their offset from the smallest pid, so a group spans at
+    /// most `cohort_wire::group::MAX_SPAN` consecutive pids.
+    #[error("pids {lo} and {hi} are more than {} apart", cohort_wire::group::MAX_SPAN - 1)]
+    Span { lo: u32, hi: u32 },
 }
 
 /// Counters, for benchmarks and diagnostics.
@@ -320,6 +324,9 @@ pub struct Stats {
     pub suspicions: u64,
     /// Requests this process handled (one [`Event::Request`] each).
     pub requests_handled: u64,
+    /// Joiners refused because their pid would make the group span more pids than reply
+    /// slots can address (`cohort_wire::group::MAX_SPAN`).
+    pub joins_refused: u64,
 }
 
 #[cfg(test)]

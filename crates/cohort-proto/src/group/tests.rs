@@ -557,3 +557,32 @@ fn a_member_whose_elected_coordinator_never_takes_over_does_not_wait_for_it_fore
     }
     assert!(t.views_agree());
 }
+
+/// Reply slots address members by their offset from the smallest pid, so a pid more than
+/// `MAX_SPAN` away could not be addressed. Such a joiner used to be added to the view and then
+/// silently left out of every request mask (and expelled as silent); now it is refused at the
+/// join and counted, and a static group that would span too far is a typed error.
+#[test]
+fn a_pid_too_far_from_the_group_is_refused_not_silently_dropped() {
+    use cohort_wire::group::MAX_SPAN;
+    let far = 1 + MAX_SPAN;
+    let mut t = Team::new(&[1, 2]);
+    t.add_outsider(far);
+    t.add_outsider(MAX_SPAN);
+    let start = t.now;
+    t.m(1).check_joins(start, 20 * MS).unwrap();
+    let Event::JoinsChecked { added } = t.until(1, Duration::from_secs(1), |e| matches!(e, Event::JoinsChecked { .. }))
+    else {
+        unreachable!()
+    };
+    assert_eq!(added, vec![MAX_SPAN], "the furthest addressable pid joins; the one beyond does not");
+    assert!(!t.m(far).is_member());
+    assert_eq!(t.m(1).stats().joins_refused, 1);
+    t.on(1, |m, now| m.request_reply(now, &[2, MAX_SPAN], b"r".to_vec(), MS)).unwrap();
+    let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(_))));
+    assert_eq!(r.replies.len(), 2, "every member of the view is addressed");
+    assert!(matches!(
+        Member::with_group(cfg(), 1, &[1, far], Instant::ZERO),
+        Err(InitError::Span { lo: 1, hi }) if hi == far
+    ));
+}

@@ -47,6 +47,14 @@ impl View {
         self.entries.contains_key(&pid)
     }
 
+    /// Whether `pid` may join without the view spanning more than
+    /// [`MAX_SPAN`](cohort_wire::group::MAX_SPAN) pids (the reply mask's bound).
+    pub fn admits(&self, pid: u32) -> bool {
+        let lo = self.entries.keys().next().map_or(pid, |&l| l.min(pid));
+        let hi = self.entries.keys().next_back().map_or(pid, |&h| h.max(pid));
+        u64::from(hi) - u64::from(lo) < u64::from(cohort_wire::group::MAX_SPAN)
+    }
+
     pub fn insert(&mut self, pid: u32, e: Entry) {
         self.entries.insert(pid, e);
     }
