@@ -20,12 +20,31 @@ const BLOCK_ACK_BYTES: usize = 32;
 const MPDU_DELIMITER: usize = 4;
 /// CF-End frame length (9.3.1.9).
 const CF_END_BYTES: usize = 20;
+/// An ADDBA Request: management header 24, category, action, dialog token, block-ack
+/// parameter set (2), timeout (2), starting sequence control (2), FCS 4 (9.6.5.2).
+const ADDBA_REQUEST_BYTES: usize = 37;
+/// A compressed BlockAckReq: control header 16, BAR control 2, starting sequence control 2,
+/// FCS 4 (9.3.1.8).
+const BLOCK_ACK_REQ_BYTES: usize = 24;
+/// An A-MSDU subframe header: DA, SA, length (9.3.2.2.2).
+const AMSDU_SUBFRAME_HEADER: usize = 14;
 
 #[derive(Debug)]
 struct Frame<H> {
     handle: H,
     dest: Dest,
     bytes: usize,
+    /// Sequence number in its category's queue, for the block-ack window.
+    seq: u32,
+}
+
+/// What the next PPDU of a category carries: `frames` MSDUs from the queue front in `mpdus`
+/// MPDUs, on the air for `air`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Aggregate {
+    frames: usize,
+    mpdus: usize,
+    air: Duration,
 }
 
 #[derive(Debug)]
@@ -38,6 +57,13 @@ struct AcState<H> {
     /// Failed attempts of the head frame so far.
     attempts: u8,
     stats: AcStats,
+    /// Sequence number of the next frame enqueued.
+    next_seq: u32,
+    /// Recipients with which this category has a block-ack agreement.
+    ba_peers: Vec<usize>,
+    /// The recipient of an A-MPDU whose block ack never came: the next access sends it a
+    /// BlockAckReq before any data.
+    bar_pending: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -120,6 +146,9 @@ pub struct Medium<H> {
     timed_out: Vec<(usize, usize, Instant)>,
     /// EDCA (QoS) stations decrement once more when interrupted; see `transmit`.
     qos: bool,
+    /// Scratch: MSDUs per MPDU of the PPDU being sent, and which frames got through.
+    groups: Vec<usize>,
+    ok: Vec<bool>,
 }
 
 impl<H: Clone> Medium<H> {
@@ -152,6 +181,9 @@ impl<H: Clone> Medium<H> {
                     count_from: Instant::ZERO,
                     attempts: 0,
                     stats: AcStats::default(),
+                    next_seq: 0,
+                    ba_peers: Vec::new(),
+                    bar_pending: None,
                 }),
             })
             .collect();
@@ -172,6 +204,8 @@ impl<H: Clone> Medium<H> {
             timed_out: Vec::new(),
             // A channel whose four categories share one parameter set is legacy DCF.
             qos: !edca.iter().all(|e| *e == edca[0]),
+            groups: Vec::new(),
+            ok: Vec::new(),
         })
     }
 
@@ -353,7 +387,9 @@ impl<H: Clone> Medium<H> {
             return Err(MediumError::QueueFull);
         }
         let was_empty = s.queue.is_empty();
-        s.queue.push_back(Frame { handle, dest, bytes });
+        let seq = s.next_seq;
+        s.next_seq = seq.wrapping_add(1);
+        s.queue.push_back(Frame { handle, dest, bytes, seq });
         s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
         if was_empty {
             // A frame arriving at an idle queue starts a fresh backoff (no immediate access;
@@ -409,56 +445,173 @@ impl<H: Clone> Medium<H> {
 
     /// What goes on the air first when `(st, ac)` wins access: the RTS, or the frame (or
     /// aggregate) itself.
-    fn first_air(&self, st: usize, ac: usize) -> Duration {
-        let q = &self.stations[st].acs[ac].queue;
-        let Some(f) = q.front() else { return Duration::ZERO };
-        if self.uses_rts(st, f) {
-            self.phy.legacy_duration(RTS_BYTES, self.phy.basic_mbps)
+    /// Also says, for an A-MPDU, to whom: if it is lost, a BlockAckReq must follow.
+    fn first_air(&self, st: usize, ac: usize) -> (Duration, Option<usize>) {
+        let s = &self.stations[st].acs[ac];
+        let Some(f) = s.queue.front() else { return (Duration::ZERO, None) };
+        let basic = self.phy.basic_mbps;
+        if s.bar_pending.is_some() {
+            (self.phy.legacy_duration(BLOCK_ACK_REQ_BYTES, basic), None)
+        } else if self.needs_addba(st, ac).is_some() {
+            (self.phy.legacy_duration(ADDBA_REQUEST_BYTES, basic), None)
+        } else if self.uses_rts(st, f) {
+            (self.phy.legacy_duration(RTS_BYTES, basic), None)
         } else {
-            self.aggregate(st, ac).1
+            let txop = self.edca[ac].txop;
+            let a = self.aggregate(st, ac, (!txop.is_zero()).then_some(txop), true, None);
+            let to = match f.dest {
+                Dest::Unicast(to) if a.mpdus > 1 => Some(to),
+                _ => None,
+            };
+            (a.air, to)
         }
+    }
+
+    /// The BlockAckReq exchange (BlockAckReq, SIFS, BlockAck at the control rate) that
+    /// follows an A-MPDU whose block ack was missed, in the access won at `t`: ns-3's
+    /// `QosTxop` attribute `UseExplicitBarAfterMissedBlockAck` is true by default, so a lost
+    /// A-MPDU costs this whole access more before its MPDUs are sent again
+    /// (`HtFrameExchangeManager::MissedBlockAck`), and the block ack resets the contention
+    /// window. Returns when the medium is free again.
+    fn block_ack_req(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
+        let air = self.phy.legacy_duration(BLOCK_ACK_REQ_BYTES, self.phy.basic_mbps);
+        let cw_min = self.edca[ac].cw_min;
+        let s = &mut self.stations[st].acs[ac];
+        s.stats.attempts += 1;
+        s.stats.airtime += air;
+        s.bar_pending = None;
+        s.cw = cw_min;
+        self.draw_backoff(st, ac);
+        t + air + self.phy.sifs + self.response(2)
+    }
+
+    /// The recipient with which `(st, ac)` must set up a block-ack agreement before it sends
+    /// its front frame, if any: as ns-3's `HtFrameExchangeManager::NeedSetupBlockAck`, when
+    /// the category may send A-MPDUs and more than one frame waits, or always on VHT.
+    fn needs_addba(&self, st: usize, ac: usize) -> Option<usize> {
+        let s = &self.stations[st].acs[ac];
+        let Dest::Unicast(to) = s.queue.front()?.dest else { return None };
+        let wanted = (self.stations[st].cfg.ampdu[ac].max_frames > 1 && s.queue.len() > 1)
+            || self.phy.kind == super::PhyKind::Vht;
+        (wanted && !s.ba_peers.contains(&to)).then_some(to)
+    }
+
+    /// The ADDBA Request exchange (request, SIFS, ACK) that sets up the agreement with `to`
+    /// in the access won at `t`; returns when the medium is free again. The ADDBA Response,
+    /// which the recipient sends in an access of its own, is not modelled: the agreement
+    /// holds from the ACK on (ns-3's has no inactivity timeout by default).
+    fn addba(&mut self, st: usize, ac: usize, to: usize, t: Instant) -> Instant {
+        let air = self.phy.legacy_duration(ADDBA_REQUEST_BYTES, self.phy.basic_mbps);
+        let s = &mut self.stations[st].acs[ac];
+        s.stats.attempts += 1;
+        s.stats.airtime += air;
+        s.ba_peers.push(to);
+        self.draw_backoff(st, ac);
+        t + air + self.phy.sifs + self.phy.ack_duration()
     }
 
     fn uses_rts(&self, st: usize, f: &Frame<H>) -> bool {
         matches!(f.dest, Dest::Unicast(_)) && self.stations[st].cfg.rts_threshold.is_some_and(|t| f.bytes > t)
     }
 
-    /// The acknowledgement of a PPDU of `k` frames: an ACK, or a compressed block ack.
-    fn response(&self, k: usize) -> Duration {
-        if k > 1 { self.phy.legacy_duration(BLOCK_ACK_BYTES, self.phy.basic_mbps) } else { self.phy.ack_duration() }
+    /// The acknowledgement of a PPDU of `mpdus` MPDUs: an ACK, or a compressed block ack.
+    fn response(&self, mpdus: usize) -> Duration {
+        if mpdus > 1 { self.phy.legacy_duration(BLOCK_ACK_BYTES, self.phy.basic_mbps) } else { self.phy.ack_duration() }
     }
 
-    /// How many frames from the queue front go in the next PPDU, and its air time: unicast
-    /// frames to the same station within the A-MPDU limits (and, if the category has a TXOP
-    /// limit, within it together with SIFS and the block ack), or just the front frame.
-    fn aggregate(&self, st: usize, ac: usize) -> (usize, Duration) {
-        let q = &self.stations[st].acs[ac].queue;
-        let Some(first) = q.front() else { return (0, Duration::ZERO) };
-        let limit = self.stations[st].cfg.ampdu[ac];
-        if first.dest == Dest::Broadcast || limit.max_frames <= 1 {
-            return (1, self.duration(st, first));
+    /// What the next PPDU of `(st, ac)` carries. Unicast frames to the front frame's
+    /// recipient are packed, in queue order, into MPDUs (A-MSDUs of at most
+    /// `max_amsdu_bytes`, subframe headers and padding included; one MSDU alone goes as a
+    /// plain MPDU) and MPDUs into an A-MPDU: at most `max_frames` MPDUs, none beyond the
+    /// block-ack window from the oldest unacknowledged frame, at most `max_bytes` (4-byte
+    /// delimiters and padding included, as ns-3's `MpduAggregator::GetSizeIfAggregated`),
+    /// no longer on the air than the PHY's longest PPDU, and, given `room`, leaving time for
+    /// SIFS and the (block) ack within it. A VHT PPDU always carries an A-MPDU (a single
+    /// MPDU as an S-MPDU). The first exchange of a TXOP (`initial`) carries at least one
+    /// frame; a later one carries nothing if even that does not fit (`frames == 0`).
+    /// `groups`, if given, receives the number of MSDUs in each MPDU.
+    fn aggregate(
+        &self,
+        st: usize,
+        ac: usize,
+        room: Option<Duration>,
+        initial: bool,
+        mut groups: Option<&mut Vec<usize>>,
+    ) -> Aggregate {
+        if let Some(g) = groups.as_deref_mut() {
+            g.clear();
         }
-        let rate = self.rate(st);
-        let txop = self.edca[ac].txop;
-        let block_ack = self.phy.sifs + self.response(2);
-        let (mut k, mut bytes, mut air) = (0usize, 0usize, Duration::ZERO);
-        for f in q.iter().take(usize::from(limit.max_frames)) {
-            // Subframes are padded to a multiple of 4 bytes, except the last (ignored here).
-            let b = (f.bytes + self.mac_overhead()).next_multiple_of(4) + MPDU_DELIMITER;
+        let none = Aggregate { frames: 0, mpdus: 0, air: Duration::ZERO };
+        let q = &self.stations[st].acs[ac].queue;
+        let Some(first) = q.front() else { return none };
+        let sifs = self.phy.sifs;
+        let fits = |air: Duration, mpdus: usize| room.is_none_or(|r| air + sifs + self.response(mpdus) <= r);
+        if first.dest == Dest::Broadcast {
+            let air = self.duration(st, first);
+            if let Some(g) = groups {
+                g.push(1);
+            }
+            return if initial || fits(air, 1) { Aggregate { frames: 1, mpdus: 1, air } } else { none };
+        }
+        let limit = self.stations[st].cfg.ampdu[ac];
+        let (rate, hdr) = (self.rate(st), self.mac_overhead());
+        let vht = self.phy.kind == super::PhyKind::Vht;
+        let max_ppdu = self.phy.max_ppdu();
+        let window = u32::from(limit.max_frames.max(1));
+        let amsdu = limit.max_amsdu_bytes as usize;
+        // The A-MPDU so far: `prefix` bytes of MPDUs before the last one (delimiters and
+        // padding included), and the last MPDU: `last_n` MSDUs, the first `last_first`
+        // bytes, as an A-MSDU `last_amsdu` bytes.
+        let (mut prefix, mut last_n, mut last_first, mut last_amsdu) = (0usize, 0usize, 0usize, 0usize);
+        let mut best = none;
+        let psdu = |prefix: usize, mpdus: usize, mpdu: usize| {
+            if mpdus == 1 && !vht {
+                mpdu
+            } else {
+                let start = if prefix == 0 { 0 } else { prefix.next_multiple_of(4) };
+                start + MPDU_DELIMITER + mpdu
+            }
+        };
+        for f in q.iter() {
             if f.dest != first.dest {
                 break;
             }
-            let next_air = self.phy.duration(bytes + b, rate);
-            let too_big = bytes + b > limit.max_bytes as usize;
-            let too_long = !txop.is_zero() && next_air + block_ack > txop;
-            if k > 0 && (too_big || too_long) {
+            // Either the frame joins the last MPDU's A-MSDU, or it opens a new MPDU.
+            let joined = (amsdu > 0 && last_n > 0).then(|| {
+                let content = if last_n == 1 { AMSDU_SUBFRAME_HEADER + last_first } else { last_amsdu };
+                content.next_multiple_of(4) + AMSDU_SUBFRAME_HEADER + f.bytes
+            });
+            let (mpdus, new_prefix, n, first_bytes, amsdu_bytes) = match joined {
+                Some(a) if a <= amsdu => (best.mpdus, prefix, last_n + 1, last_first, a),
+                _ => {
+                    if best.mpdus >= usize::from(limit.max_frames.max(1))
+                        || (amsdu == 0 && f.seq.wrapping_sub(first.seq) >= window)
+                    {
+                        break;
+                    }
+                    let p = if best.mpdus == 0 { 0 } else { psdu(prefix, best.mpdus, mpdu_len(hdr, last_n, last_first, last_amsdu)) };
+                    (best.mpdus + 1, p, 1, f.bytes, 0)
+                }
+            };
+            let bytes = psdu(new_prefix, mpdus, mpdu_len(hdr, n, first_bytes, amsdu_bytes));
+            let air = self.phy.duration(bytes, rate);
+            let ok = (mpdus == 1 || bytes <= limit.max_bytes as usize)
+                && max_ppdu.is_none_or(|m| air <= m)
+                && fits(air, mpdus);
+            if !ok && !(initial && best.frames == 0) {
                 break;
             }
-            k += 1;
-            bytes += b;
-            air = next_air;
+            if let Some(g) = groups.as_deref_mut() {
+                if n == 1 {
+                    g.push(1);
+                } else if let Some(last) = g.last_mut() {
+                    *last += 1;
+                }
+            }
+            (prefix, last_n, last_first, last_amsdu) = (new_prefix, n, first_bytes, amsdu_bytes);
+            best = Aggregate { frames: best.frames + 1, mpdus, air };
         }
-        (k, air)
+        best
     }
 
     fn mac_overhead(&self) -> usize {
@@ -500,7 +653,10 @@ impl<H: Clone> Medium<H> {
             // Everyone's first transmission (RTS, frame or aggregate) is lost; `succeed`
             // accounts for a lone winner's exchanges itself.
             for &(st, ac) in &on_air {
-                let air = self.first_air(st, ac);
+                let (air, ampdu_to) = self.first_air(st, ac);
+                if ampdu_to.is_some() {
+                    self.stations[st].acs[ac].bar_pending = ampdu_to;
+                }
                 self.stations[st].acs[ac].stats.attempts += 1;
                 self.stations[st].acs[ac].stats.airtime += air;
                 let start = self.tx_time(st, ac).unwrap_or(t);
@@ -579,20 +735,28 @@ impl<H: Clone> Medium<H> {
     /// A frame exchange that worked on the air (frames may still fail by the receiver's FER).
     /// Returns when the medium is free again.
     fn succeed(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
+        if self.stations[st].acs[ac].bar_pending.is_some() {
+            return self.block_ack_req(st, ac, t);
+        }
+        if let Some(to) = self.needs_addba(st, ac) {
+            return self.addba(st, ac, to, t);
+        }
         let txop = self.edca[ac].txop;
         let mut at = t;
+        let mut groups = std::mem::take(&mut self.groups);
+        let mut next = None;
         while let Some(f) = self.stations[st].acs[ac].queue.front() {
             let (dest, rts) = (f.dest, self.uses_rts(st, f));
-            let (k, air) = self.aggregate(st, ac);
+            // The first exchange of the TXOP (`next` not yet computed) may use all of it.
+            let agg = match next {
+                Some(a) => a,
+                None => self.aggregate(st, ac, (!txop.is_zero()).then_some(txop), true, Some(&mut groups)),
+            };
+            let (k, air) = (agg.frames, agg.air);
             self.stations[st].acs[ac].stats.attempts += 1;
             self.stations[st].acs[ac].stats.airtime += air;
             if rts {
-                // RTS, SIFS, CTS, SIFS, then the data.
-                let basic = self.phy.basic_mbps;
-                at += self.phy.legacy_duration(RTS_BYTES, basic)
-                    + self.phy.sifs
-                    + self.phy.legacy_duration(CTS_BYTES, basic)
-                    + self.phy.sifs;
+                at += self.rts_cts();
             }
             let end = at + air;
             let arrive = end + self.propagation;
@@ -609,12 +773,27 @@ impl<H: Clone> Medium<H> {
                 }
                 Dest::Unicast(to) => {
                     let fer = self.stations[to].cfg.fer;
-                    let ok: Vec<bool> = (0..k).map(|_| !self.rng.random_bool(fer)).collect();
-                    let response = self.response(k);
+                    // Each MPDU is received or corrupted whole, with all the MSDUs it carries.
+                    let mut ok = std::mem::take(&mut self.ok);
+                    ok.clear();
+                    if agg.mpdus == k {
+                        ok.extend((0..k).map(|_| !self.rng.random_bool(fer)));
+                    } else {
+                        for &n in &groups {
+                            let good = !self.rng.random_bool(fer);
+                            ok.extend(std::iter::repeat_n(good, n));
+                        }
+                    }
+                    let response = self.response(agg.mpdus);
                     if !ok.iter().any(|&o| o) {
                         // Nothing got through: no (block) ACK; the sender times out and backs
                         // off. Without the ACK-timeout option the medium counts as busy for
                         // the missing response (Bianchi's T_s for every attempt).
+                        self.ok = ok;
+                        self.groups = groups;
+                        if agg.mpdus > 1 {
+                            self.stations[st].acs[ac].bar_pending = Some(to);
+                        }
                         self.failed(st, ac, end, true);
                         return if self.ack_timeout { end } else { end + self.phy.sifs + response };
                     }
@@ -631,26 +810,38 @@ impl<H: Clone> Medium<H> {
                             kept.push_back(f);
                         }
                     }
+                    self.ok = ok;
                     let retry = !kept.is_empty();
                     while let Some(f) = kept.pop_back() {
                         self.stations[st].acs[ac].queue.push_front(f);
                     }
                     if retry {
                         // The block ack came back: no timeout, but the window doubles.
+                        self.groups = groups;
                         self.failed(st, ac, at, false);
                         return at;
                     }
                 }
             }
-            // Within a TXOP, the next exchange of the same category follows after SIFS if the
-            // whole of it, its acknowledgement included, still ends within the TXOP limit.
-            let (k, next) = self.aggregate(st, ac);
-            let response = self.response(k);
-            if txop.is_zero() || next.is_zero() || (at + self.phy.sifs + next + self.phy.sifs + response) - t > txop {
+            // Within a TXOP, the next exchange of the same category follows after SIFS if it
+            // fits, its acknowledgement included, in what is left of the TXOP limit: an
+            // A-MPDU shrinks to fit (ns-3 passes the remaining TXOP as the PPDU duration
+            // limit), a frame that does not fit at all ends the TXOP.
+            if txop.is_zero() {
                 break;
             }
+            let Some(mut left) = txop.checked_sub(at + self.phy.sifs - t) else { break };
+            if self.stations[st].acs[ac].queue.front().is_some_and(|f| self.uses_rts(st, f)) {
+                left = left.saturating_sub(self.rts_cts());
+            }
+            let a = self.aggregate(st, ac, Some(left), false, Some(&mut groups));
+            if a.frames == 0 {
+                break;
+            }
+            next = Some(a);
             at += self.phy.sifs;
         }
+        self.groups = groups;
         // A TXOP that ends early is truncated with a CF-End after SIFS if the TXOP time left
         // then exceeds the CF-End's air time (ns-3 `QosFrameExchangeManager::
         // SendCfEndIfNeeded`). It is group addressed, so it goes at the lowest rate (52 µs on
@@ -663,6 +854,15 @@ impl<H: Clone> Medium<H> {
             self.draw_backoff(st, ac);
         }
         at
+    }
+
+    /// RTS, SIFS, CTS, SIFS: what precedes a protected frame.
+    fn rts_cts(&self) -> Duration {
+        let basic = self.phy.basic_mbps;
+        self.phy.legacy_duration(RTS_BYTES, basic)
+            + self.phy.sifs
+            + self.phy.legacy_duration(CTS_BYTES, basic)
+            + self.phy.sifs
     }
 
     fn done(&mut self, st: usize, ac: usize, handle: H, at: Instant, bytes: usize) {
@@ -715,6 +915,13 @@ impl<H: Clone> Medium<H> {
             self.draw_backoff(st, ac);
         }
     }
+}
+
+/// The length of an MPDU of `n` MSDUs (the first `first` bytes; as an A-MSDU `amsdu` bytes)
+/// under a `hdr`-byte MAC header and FCS: a lone MSDU goes as it is (ns-3 builds an A-MSDU
+/// of two or more).
+fn mpdu_len(hdr: usize, n: usize, first: usize, amsdu: usize) -> usize {
+    hdr + if n > 1 { amsdu } else { first }
 }
 
 /// The first instant at or after `t` on the slot grid through `anchor` (which may lie before

@@ -42,12 +42,15 @@
 //! immediate access on an idle medium (a frame reaching an empty queue always draws a
 //! backoff), fragmentation, beacons and management frames.
 
+pub mod aggregation;
 pub mod bianchi;
+pub mod ns3_matrix;
 mod medium;
 pub mod phy;
 pub mod scenario;
 mod types;
 
+pub use aggregation::{Aggregation, PerAc};
 pub use medium::Medium;
 pub use phy::{Phy, PhyKind};
 pub use scenario::{BianchiCase, BianchiResult, EdcaSatReport, EdcaSatScenario, bianchi_cases};
@@ -61,9 +64,13 @@ use std::time::Duration;
 /// An access category. Ordered by priority: `Bk < Be < Vi < Vo`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Ac {
+    #[serde(alias = "bk", alias = "BK")]
     Bk = 0,
+    #[serde(alias = "be", alias = "BE")]
     Be = 1,
+    #[serde(alias = "vi", alias = "VI")]
     Vi = 2,
+    #[serde(alias = "vo", alias = "VO")]
     Vo = 3,
 }
 

@@ -205,6 +205,13 @@ impl Phy {
         }
     }
 
+    /// The longest PPDU the PHY may send, aPPDUMaxTime: 5.484 ms for HT-mixed and VHT
+    /// (802.11-2016 Tables 19-25 and 21-28; ns-3's `GetPpduMaxTime`); `None` for the
+    /// others, whose frames never come near their limits.
+    pub fn max_ppdu(&self) -> Option<Duration> {
+        matches!(self.kind, PhyKind::Ht | PhyKind::Vht).then_some(Duration::from_micros(5484))
+    }
+
     /// Air time of an ACK (14 bytes) at the basic rate.
     pub fn ack_duration(&self) -> Duration {
         self.legacy_duration(ACK_BYTES, self.basic_mbps)

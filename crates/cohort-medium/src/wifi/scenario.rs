@@ -6,8 +6,8 @@ pub use super::bianchi::{BIANCHI_CASES, BianchiCase, BianchiModel, BianchiResult
 
 use super::phy::LLC_SNAP_BYTES;
 use super::{
-    Ac, Dest, EdcaParams, EdcaTable, Medium, MediumError, MediumEvent, NS3_PREAMBLE_THRESHOLD_DB, Phy, StationConfig,
-    Timing,
+    Ac, Aggregation, Dest, EdcaParams, EdcaTable, Medium, MediumError, MediumEvent, NS3_PREAMBLE_THRESHOLD_DB, Phy,
+    StationConfig, Timing,
 };
 use cohort_time::Instant;
 use std::time::Duration;
@@ -28,8 +28,8 @@ pub struct Saturation {
 }
 
 /// A saturation experiment: each flow `(source, category, destination)` keeps its queue full
-/// of `msdu_bytes`-byte unicast frames for `duration`; `payload_bytes` of each delivered frame
-/// count as throughput (the MSDU minus the headers above the MAC).
+/// of `msdu_bytes`-byte unicast frames for `warmup + duration`; `payload_bytes` of each frame
+/// delivered after the warm-up count as throughput (the MSDU minus the headers above the MAC).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SaturationRun {
     pub phy: Phy,
@@ -40,6 +40,8 @@ pub struct SaturationRun {
     pub msdu_bytes: usize,
     pub payload_bytes: usize,
     pub duration: Duration,
+    /// Time before `duration` starts whose deliveries do not count.
+    pub warmup: Duration,
     pub seed: u64,
     /// What stations do after a failed exchange.
     pub timing: Timing,
@@ -56,7 +58,8 @@ impl SaturationRun {
         if let Some(rx) = &self.rx_dbm {
             m = m.with_preamble_detection(rx, NS3_PREAMBLE_THRESHOLD_DB)?;
         }
-        let end = Instant::ZERO + self.duration;
+        let begin = Instant::ZERO + self.warmup;
+        let end = begin + self.duration;
         // Fill every flow's queue; each frame that leaves (sent or dropped) is replaced at
         // once, so a TXOP always finds frames waiting.
         for (i, &(src, ac, dst)) in self.flows.iter().enumerate() {
@@ -74,6 +77,7 @@ impl SaturationRun {
                 let (MediumEvent::Sent { handle, .. } | MediumEvent::Dropped { handle, .. }) = ev else { continue };
                 let Some(&(src, ac, dst)) = self.flows.get(handle) else { continue };
                 if let MediumEvent::Sent { at, .. } = ev
+                    && at > begin
                     && at <= end
                 {
                     frames[ac.index()] += 1;
@@ -126,6 +130,7 @@ pub fn saturate(
         msdu_bytes: payload,
         payload_bytes: payload,
         duration,
+        warmup: Duration::ZERO,
         seed,
         timing: Timing::Bianchi,
         rx_dbm: None,
@@ -181,7 +186,9 @@ pub enum PhyStandard {
     A,
     /// 802.11b, DSSS, long preamble.
     B,
-    /// 802.11g, ERP-OFDM, short slot.
+    /// 802.11g, ERP-OFDM, long (20 µs) slot: stations without an AP use the long slot
+    /// (802.11-2016 9.4.1.4: an IBSS sets Short Slot Time to 0; ns-3's
+    /// `WifiPhy::Configure80211g` keeps 20 µs unless an AP allows 9).
     G,
     /// 802.11n, HT-mixed 5 GHz.
     N,
@@ -195,7 +202,7 @@ impl PhyStandard {
         match self {
             PhyStandard::A => Phy::ofdm(data_mbps),
             PhyStandard::B => Phy::dsss(data_mbps),
-            PhyStandard::G => Phy::erp_ofdm(data_mbps),
+            PhyStandard::G => Phy { slot: std::time::Duration::from_micros(20), ..Phy::erp_ofdm(data_mbps) },
             PhyStandard::N => Phy::ht(data_mbps),
             PhyStandard::Ac => Phy::vht(data_mbps),
         }
@@ -216,12 +223,18 @@ impl PhyStandard {
 /// # control_mbps = 24.0   (default: the standard's control rate for data_mbps)
 /// payload_bytes = 1472 # UDP payload, as ns-3's OnOffApplication PacketSize
 /// header_bytes = 36    # UDP 8 + IPv4 20 + LLC/SNAP 8, inside the MSDU
-/// queue_depth = 64
+/// queue_depth = 500
 /// duration_s = 10.0
 /// seed = 1
 /// timing = "ns3"       # bianchi | standard | ns3
 /// edca_table = "802.11-2020"  # 802.11-2016 | 802.11-2020
 /// placement = "ns3"    # ns3 | none
+/// warmup_s = 0.0       # simulated seconds before duration_s whose deliveries do not count
+/// # acs = ["vi", "bk", "bk"]   # each sender's category (overrides vo_every)
+/// [aggregation]        # optional; default: the PHY's (n/ac: ns-3 3.44's, a/b/g: none)
+/// enabled = true
+/// max_ampdu_bytes = { be = 65535, vi = 65535, vo = 0, bk = 0 }
+/// max_amsdu_bytes = { be = 0 }
 /// ```
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -230,6 +243,10 @@ pub struct EdcaSatScenario {
     pub stations: usize,
     /// Every `vo_every`-th sender (1-based) is on AC_VO; 0: none.
     pub vo_every: usize,
+    /// Each sender's access category, sender 1 first (`stations` entries); overrides
+    /// `vo_every`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acs: Option<Vec<Ac>>,
     pub phy: PhyStandard,
     pub data_mbps: f64,
     /// Basic/control rate; `None`: the standard's for the data rate.
@@ -238,8 +255,9 @@ pub struct EdcaSatScenario {
     pub payload_bytes: usize,
     /// Bytes between the payload and the MAC header (UDP/IP/LLC).
     pub header_bytes: usize,
-    /// Hardware queue per category (ns-3's WifiMacQueue holds 500 packets; 64 keeps every
-    /// queue saturated just the same).
+    /// Queue per category: ns-3's `WifiMacQueue` holds 500 packets. It must hold more than
+    /// a TXOP can carry: the run refills queues only between accesses, and an AC_VI TXOP of
+    /// A-MPDUs carries over a hundred short frames.
     pub queue_depth: usize,
     /// Simulated seconds of saturation (ns-3's figure divides by the same span).
     pub duration_s: f64,
@@ -252,6 +270,11 @@ pub struct EdcaSatScenario {
     /// Which default EDCA parameter set: `802.11-2020` (the default, as ns-3 3.44: AC_VO
     /// may keep the channel for 2.080 ms per access) or `802.11-2016` (1.504 ms, as Linux).
     pub edca_table: EdcaTable,
+    /// Simulated seconds before `duration_s` whose deliveries do not count.
+    pub warmup_s: f64,
+    /// A-MPDU/A-MSDU limits per category; the default is the PHY's: ns-3 3.44's on n/ac
+    /// (see [`Aggregation`]), none on a/b/g.
+    pub aggregation: Aggregation,
 }
 
 impl Default for EdcaSatScenario {
@@ -264,12 +287,15 @@ impl Default for EdcaSatScenario {
             control_mbps: None,
             payload_bytes: 1472,
             header_bytes: 8 + 20 + LLC_SNAP_BYTES,
-            queue_depth: 64,
+            queue_depth: 500,
             duration_s: 10.0,
             seed: 1,
             timing: Timing::Ns3,
             edca_table: EdcaTable::Ieee2020,
             placement: Placement::Ns3,
+            acs: None,
+            warmup_s: 0.0,
+            aggregation: Aggregation::default(),
         }
     }
 }
@@ -294,8 +320,13 @@ pub struct EdcaSatReport {
 impl EdcaSatScenario {
     /// The saturation experiment this scenario describes.
     pub fn saturation_run(&self) -> Result<SaturationRun, MediumError> {
-        if !(self.duration_s.is_finite() && (0.0..=1e6).contains(&self.duration_s)) {
-            return Err(MediumError::Station("duration_s must lie in [0, 1e6]"));
+        for d in [self.duration_s, self.warmup_s] {
+            if !(d.is_finite() && (0.0..=1e6).contains(&d)) {
+                return Err(MediumError::Station("duration_s and warmup_s must lie in [0, 1e6]"));
+            }
+        }
+        if self.acs.as_ref().is_some_and(|a| a.len() != self.stations) {
+            return Err(MediumError::Station("acs needs one category per sender"));
         }
         if self.stations == 0 || self.stations > 10_000 {
             return Err(MediumError::Station("stations must lie in 1..=10000"));
@@ -307,18 +338,28 @@ impl EdcaSatScenario {
         let flows = (1..=self.stations)
             .map(|i| {
                 let vo = self.vo_every > 0 && i % self.vo_every == 0;
-                (i, if vo { Ac::Vo } else { Ac::Be }, 0)
+                let ac = match &self.acs {
+                    Some(acs) => acs[i - 1],
+                    None if vo => Ac::Vo,
+                    None => Ac::Be,
+                };
+                (i, ac, 0)
             })
             .collect();
         Ok(SaturationRun {
             phy,
             edca: self.edca_table.params(&phy),
-            station: StationConfig { queue_depth: self.queue_depth, ..StationConfig::default() },
+            station: StationConfig {
+                queue_depth: self.queue_depth,
+                ampdu: self.aggregation.limits(&phy),
+                ..StationConfig::default()
+            },
             stations: self.stations + 1,
             flows,
             msdu_bytes: self.payload_bytes.saturating_add(self.header_bytes),
             payload_bytes: self.payload_bytes,
             duration: Duration::from_secs_f64(self.duration_s),
+            warmup: Duration::from_secs_f64(self.warmup_s),
             seed: self.seed,
             timing: self.timing,
             rx_dbm: if self.timing == Timing::Ns3 { self.placement.rx_dbm(self.stations + 1) } else { None },
