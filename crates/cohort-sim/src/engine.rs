@@ -3,7 +3,8 @@
 
 use crate::scenario::{App, Fault, Network, Scenario};
 use cohort_medium::link::{Duplex, Jitter, LinkParams, LossModel};
-use cohort_medium::wifi::{Ac, Dest, EdcaParams, Medium, MediumEvent, Phy, StationConfig};
+use cohort_medium::wifi::scenario::PhyStandard;
+use cohort_medium::wifi::{Ac, Dest, EdcaParams, Medium, MediumEvent, StationConfig};
 use cohort_proto::lrt::{Config, Connection};
 use cohort_time::Instant;
 use serde::Serialize;
@@ -118,15 +119,21 @@ fn network(s: &Scenario, seed: u64) -> Net {
                 .collect();
             Net::P2p(links)
         }
-        Network::Wifi { phy, data_mbps, queue_depth, fer } => {
+        Network::Wifi { phy, data_mbps, queue_depth, fer, aggregation } => {
             let phy = match phy.as_str() {
-                "b" => Phy::dsss(*data_mbps),
-                "g" => Phy::erp_ofdm(*data_mbps),
-                "n" => Phy::ht(*data_mbps),
-                "ac" => Phy::vht(*data_mbps),
-                _ => Phy::ofdm(*data_mbps),
+                "b" => PhyStandard::B,
+                "g" => PhyStandard::G,
+                "n" => PhyStandard::N,
+                "ac" => PhyStandard::Ac,
+                _ => PhyStandard::A,
+            }
+            .phy(*data_mbps);
+            let st = StationConfig {
+                queue_depth: *queue_depth,
+                fer: *fer,
+                ampdu: aggregation.limits(&phy),
+                ..StationConfig::default()
             };
-            let st = StationConfig { queue_depth: *queue_depth, fer: *fer, ..StationConfig::default() };
             let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; s.nodes], seed).expect("validated scenario");
             Net::Wifi(Box::new(m))
         }

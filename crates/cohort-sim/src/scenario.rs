@@ -29,6 +29,7 @@
 //! b = 1
 //! ```
 
+use cohort_medium::wifi::Aggregation;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -81,6 +82,11 @@ pub enum Network {
         queue_depth: usize,
         #[serde(default)]
         fer: f64,
+        /// A-MPDU/A-MSDU limits per access category (`[network.aggregation]`, see
+        /// `cohort_medium::wifi::Aggregation`); default: the PHY's (n/ac: ns-3 3.44's,
+        /// a/b/g: none).
+        #[serde(default)]
+        aggregation: Aggregation,
     },
 }
 
@@ -210,7 +216,7 @@ impl Scenario {
                     return bad("p2p: give both ge_p_gb and ge_p_bg, as probabilities".into());
                 }
             }
-            Network::Wifi { phy, data_mbps, queue_depth, fer } => {
+            Network::Wifi { phy, data_mbps, queue_depth, fer, .. } => {
                 if !["a", "b", "g", "n", "ac"].contains(&phy.as_str())
                     || *data_mbps <= 0.0
                     || *queue_depth == 0

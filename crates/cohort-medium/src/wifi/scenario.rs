@@ -7,7 +7,7 @@ pub use super::bianchi::{BIANCHI_CASES, BianchiCase, BianchiModel, BianchiResult
 use super::phy::LLC_SNAP_BYTES;
 use super::{
     Ac, Aggregation, Dest, EdcaParams, EdcaTable, Medium, MediumError, MediumEvent, NS3_PREAMBLE_THRESHOLD_DB, Phy,
-    StationConfig, Timing,
+    PhyKind, StationConfig, Timing,
 };
 use cohort_time::Instant;
 use std::time::Duration;
@@ -334,6 +334,11 @@ impl EdcaSatScenario {
         let mut phy = self.phy.phy(self.data_mbps);
         if let Some(c) = self.control_mbps {
             phy.basic_mbps = c;
+        }
+        if self.timing == Timing::Ns3 && phy.kind == PhyKind::Vht {
+            // ns-3 3.44 leaves VHT-SIG-B out of single-user PPDUs (`VhtPhy::GetSigBDuration`
+            // is 4 µs only for VHT MU): its VHT preamble is 36 µs, not 802.11's 40.
+            phy.plcp = Duration::from_micros(36);
         }
         let flows = (1..=self.stations)
             .map(|i| {
