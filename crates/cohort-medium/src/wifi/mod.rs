@@ -214,3 +214,6 @@ impl EdcaParams {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod tests_agg;
