@@ -42,5 +42,6 @@ fn main() {
         "cells_meeting_goal": results.iter().filter(|r| r.meets_goal).count(),
         "model_wall_s": wall,
     });
-    std::fs::write(format!("{out}.json"), serde_json::to_string_pretty(&json).expect("json") + "\n").expect("write json");
+    std::fs::write(format!("{out}.json"), serde_json::to_string_pretty(&json).expect("json") + "\n")
+        .expect("write json");
 }

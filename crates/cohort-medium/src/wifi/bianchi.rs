@@ -141,6 +141,7 @@ impl BianchiCase {
             payload_bytes: PAYLOAD_BYTES,
             duration,
             warmup: Duration::ZERO,
+            stagger: Duration::ZERO,
             seed,
             timing: Timing::Bianchi,
             rx_dbm: None,

@@ -26,6 +26,15 @@ const ADDBA_REQUEST_BYTES: usize = 37;
 /// A compressed BlockAckReq: control header 16, BAR control 2, starting sequence control 2,
 /// FCS 4 (9.3.1.8).
 const BLOCK_ACK_REQ_BYTES: usize = 24;
+/// An ADDBA Response: management header 24, category, action, dialog token, status code (2),
+/// block-ack parameter set (2), timeout (2), FCS 4 (9.6.5.3).
+const ADDBA_RESPONSE_BYTES: usize = 37;
+/// How long an originator waits for the ADDBA Response after the ACK of its request (ns-3's
+/// `QosTxop` attribute `AddBaResponseTimeout`, 5 ms) ...
+const ADDBA_RESPONSE_TIMEOUT: Duration = Duration::from_millis(5);
+/// ... and, without one, how long it sends single MPDUs before it asks again
+/// (`FailedAddBaTimeout`, 200 ms).
+const FAILED_ADDBA_TIMEOUT: Duration = Duration::from_millis(200);
 /// An A-MSDU subframe header: DA, SA, length (9.3.2.2.2).
 const AMSDU_SUBFRAME_HEADER: usize = 14;
 
@@ -36,6 +45,27 @@ struct Frame<H> {
     bytes: usize,
     /// Sequence number in its category's queue, for the block-ack window.
     seq: u32,
+}
+
+impl<H> AcState<H> {
+    /// Whether the category contends: data or an ADDBA Response waits.
+    fn has_work(&self) -> bool {
+        !self.queue.is_empty() || !self.addba_resp.is_empty()
+    }
+}
+
+/// Where a block-ack agreement with one recipient stands at some instant, as ns-3's
+/// `BlockAckManager` and `QosTxop` move it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BaView {
+    /// None, or reset after a failed setup: the next access sends an ADDBA Request.
+    Reset,
+    /// Request acknowledged, response awaited until the instant: the queue for this
+    /// recipient is blocked (`WifiQueueBlockedReason::WAITING_ADDBA_RESP`).
+    Waiting(Instant),
+    /// No response in time: single MPDUs with normal acks until the agreement resets.
+    NoReply,
+    Established,
 }
 
 /// What the next PPDU of a category carries: `frames` MSDUs from the queue front in `mpdus`
@@ -59,8 +89,12 @@ struct AcState<H> {
     stats: AcStats,
     /// Sequence number of the next frame enqueued.
     next_seq: u32,
-    /// Recipients with which this category has a block-ack agreement.
-    ba_peers: Vec<usize>,
+    /// Block-ack agreements as originator: the recipient, and `None` once established or
+    /// the deadline of the ADDBA Response while it is awaited (see [`BaView`]).
+    ba_peers: Vec<(usize, Option<Instant>)>,
+    /// ADDBA Responses this category owes, as recipient, to these originators; they go
+    /// before any data (ns-3 pushes them to the head of the queue of the agreement's TID).
+    addba_resp: VecDeque<usize>,
     /// The recipient of an A-MPDU whose block ack never came: the next access sends it a
     /// BlockAckReq before any data.
     bar_pending: Option<usize>,
@@ -183,6 +217,7 @@ impl<H: Clone> Medium<H> {
                     stats: AcStats::default(),
                     next_seq: 0,
                     ba_peers: Vec::new(),
+                    addba_resp: VecDeque::new(),
                     bar_pending: None,
                 }),
             })
@@ -386,7 +421,7 @@ impl<H: Clone> Medium<H> {
             self.emit(MediumEvent::Dropped { station, ac, handle, at: now, reason: DropReason::QueueFull });
             return Err(MediumError::QueueFull);
         }
-        let was_empty = s.queue.is_empty();
+        let was_empty = !s.has_work();
         let seq = s.next_seq;
         s.next_seq = seq.wrapping_add(1);
         s.queue.push_back(Frame { handle, dest, bytes, seq });
@@ -404,7 +439,18 @@ impl<H: Clone> Medium<H> {
     /// When a contender's backoff expires.
     fn tx_time(&self, st: usize, ac: usize) -> Option<Instant> {
         let s = &self.stations[st].acs[ac];
-        (!s.queue.is_empty()).then(|| s.count_from + self.phy.slot * s.backoff)
+        if !s.has_work() {
+            return None;
+        }
+        let t = s.count_from + self.phy.slot * s.backoff;
+        // Data blocked while an ADDBA Response is awaited: contend again at the deadline.
+        if s.addba_resp.is_empty()
+            && let Some(Frame { dest: Dest::Unicast(to), .. }) = s.queue.front()
+            && let BaView::Waiting(deadline) = self.ba_view(st, ac, *to, t)
+        {
+            return Some(t.max(on_grid(s.count_from, deadline, self.phy.slot)));
+        }
+        Some(t)
     }
 
     fn next_tx(&self) -> Option<Instant> {
@@ -448,11 +494,15 @@ impl<H: Clone> Medium<H> {
     /// Also says, for an A-MPDU, to whom: if it is lost, a BlockAckReq must follow.
     fn first_air(&self, st: usize, ac: usize) -> (Duration, Option<usize>) {
         let s = &self.stations[st].acs[ac];
-        let Some(f) = s.queue.front() else { return (Duration::ZERO, None) };
         let basic = self.phy.basic_mbps;
+        if !s.addba_resp.is_empty() {
+            return (self.phy.legacy_duration(ADDBA_RESPONSE_BYTES, basic), None);
+        }
+        let Some(f) = s.queue.front() else { return (Duration::ZERO, None) };
+        let t = self.tx_time(st, ac).unwrap_or(Instant::ZERO);
         if s.bar_pending.is_some() {
             (self.phy.legacy_duration(BLOCK_ACK_REQ_BYTES, basic), None)
-        } else if self.needs_addba(st, ac).is_some() {
+        } else if self.needs_addba(st, ac, t).is_some() {
             (self.phy.legacy_duration(ADDBA_REQUEST_BYTES, basic), None)
         } else if self.uses_rts(st, f) {
             (self.phy.legacy_duration(RTS_BYTES, basic), None)
@@ -485,29 +535,79 @@ impl<H: Clone> Medium<H> {
         t + air + self.phy.sifs + self.response(2)
     }
 
-    /// The recipient with which `(st, ac)` must set up a block-ack agreement before it sends
-    /// its front frame, if any: as ns-3's `HtFrameExchangeManager::NeedSetupBlockAck`, when
-    /// the category may send A-MPDUs and more than one frame waits, or always on VHT.
-    fn needs_addba(&self, st: usize, ac: usize) -> Option<usize> {
+    /// The agreement of `(st, ac)` with recipient `to` at `now`.
+    fn ba_view(&self, st: usize, ac: usize, to: usize, now: Instant) -> BaView {
+        match self.stations[st].acs[ac].ba_peers.iter().find(|p| p.0 == to) {
+            None => BaView::Reset,
+            Some((_, None)) => BaView::Established,
+            Some((_, Some(deadline))) if now < *deadline => BaView::Waiting(*deadline),
+            Some((_, Some(deadline))) if now < *deadline + FAILED_ADDBA_TIMEOUT => BaView::NoReply,
+            Some(_) => BaView::Reset,
+        }
+    }
+
+    /// The recipient with which `(st, ac)` must set up a block-ack agreement at `now` before
+    /// it sends its front frame, if any: as ns-3's `HtFrameExchangeManager::
+    /// NeedSetupBlockAck`, when the category may send A-MPDUs and more than one frame waits,
+    /// or always on VHT, and no agreement exists or a failed one has been reset.
+    fn needs_addba(&self, st: usize, ac: usize, now: Instant) -> Option<usize> {
         let s = &self.stations[st].acs[ac];
         let Dest::Unicast(to) = s.queue.front()?.dest else { return None };
         let wanted = (self.stations[st].cfg.ampdu[ac].max_frames > 1 && s.queue.len() > 1)
             || self.phy.kind == super::PhyKind::Vht;
-        (wanted && !s.ba_peers.contains(&to)).then_some(to)
+        (wanted && self.ba_view(st, ac, to, now) == BaView::Reset).then_some(to)
     }
 
-    /// The ADDBA Request exchange (request, SIFS, ACK) that sets up the agreement with `to`
-    /// in the access won at `t`; returns when the medium is free again. The ADDBA Response,
-    /// which the recipient sends in an access of its own, is not modelled: the agreement
-    /// holds from the ACK on (ns-3's has no inactivity timeout by default).
+    /// The ADDBA Request exchange (request, SIFS, ACK) to `to` in the access won at `t`;
+    /// returns when the medium is free again. The recipient then owes an ADDBA Response,
+    /// which it sends in an access of its own, in the same category; the originator's
+    /// frames for `to` wait for it up to [`ADDBA_RESPONSE_TIMEOUT`]. Agreements never end
+    /// once established (ns-3's inactivity timeout is off by default).
     fn addba(&mut self, st: usize, ac: usize, to: usize, t: Instant) -> Instant {
         let air = self.phy.legacy_duration(ADDBA_REQUEST_BYTES, self.phy.basic_mbps);
+        let end = t + air + self.phy.sifs + self.phy.ack_duration();
         let s = &mut self.stations[st].acs[ac];
         s.stats.attempts += 1;
         s.stats.airtime += air;
-        s.ba_peers.push(to);
+        s.ba_peers.retain(|p| p.0 != to);
+        s.ba_peers.push((to, Some(end + ADDBA_RESPONSE_TIMEOUT)));
         self.draw_backoff(st, ac);
-        t + air + self.phy.sifs + self.phy.ack_duration()
+        // The recipient queues the response (replacing an older one to the same originator)
+        // and, if it had nothing to send, starts contending.
+        let aifs = self.phy.aifs(self.edca[ac].aifsn);
+        let r = &mut self.stations[to].acs[ac];
+        let idle = !r.has_work();
+        r.addba_resp.retain(|&o| o != st);
+        r.addba_resp.push_back(st);
+        if idle {
+            r.count_from = end + aifs;
+            r.attempts = 0;
+            self.draw_backoff(to, ac);
+        }
+        end
+    }
+
+    /// The ADDBA Response exchange (response, SIFS, ACK) of recipient `st` in the access won
+    /// at `t`. It establishes the agreement even when it comes late, after the originator
+    /// stopped waiting (ns-3's `BlockAckManager::UpdateOriginatorAgreement` accepts it in
+    /// any state).
+    fn addba_response(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
+        let air = self.phy.legacy_duration(ADDBA_RESPONSE_BYTES, self.phy.basic_mbps);
+        let end = t + air + self.phy.sifs + self.phy.ack_duration();
+        let cw_min = self.edca[ac].cw_min;
+        let s = &mut self.stations[st].acs[ac];
+        s.stats.attempts += 1;
+        s.stats.airtime += air;
+        s.cw = cw_min;
+        if let Some(orig) = s.addba_resp.pop_front()
+            && let Some(p) = self.stations[orig].acs[ac].ba_peers.iter_mut().find(|p| p.0 == st)
+        {
+            p.1 = None;
+        }
+        if self.stations[st].acs[ac].has_work() {
+            self.draw_backoff(st, ac);
+        }
+        end
     }
 
     fn uses_rts(&self, st: usize, f: &Frame<H>) -> bool {
@@ -553,7 +653,13 @@ impl<H: Clone> Medium<H> {
             }
             return if initial || fits(air, 1) { Aggregate { frames: 1, mpdus: 1, air } } else { none };
         }
-        let limit = self.stations[st].cfg.ampdu[ac];
+        let mut limit = self.stations[st].cfg.ampdu[ac];
+        if let Dest::Unicast(to) = first.dest
+            && !self.stations[st].acs[ac].ba_peers.contains(&(to, None))
+        {
+            // No agreement (yet, or its setup failed): single MPDUs, normal acks.
+            limit.max_frames = 1;
+        }
         let (rate, hdr) = (self.rate(st), self.mac_overhead());
         let vht = self.phy.kind == super::PhyKind::Vht;
         let max_ppdu = self.phy.max_ppdu();
@@ -589,7 +695,11 @@ impl<H: Clone> Medium<H> {
                     {
                         break;
                     }
-                    let p = if best.mpdus == 0 { 0 } else { psdu(prefix, best.mpdus, mpdu_len(hdr, last_n, last_first, last_amsdu)) };
+                    let p = if best.mpdus == 0 {
+                        0
+                    } else {
+                        psdu(prefix, best.mpdus, mpdu_len(hdr, last_n, last_first, last_amsdu))
+                    };
                     (best.mpdus + 1, p, 1, f.bytes, 0)
                 }
             };
@@ -687,7 +797,7 @@ impl<H: Clone> Medium<H> {
             for ac in 0..4 {
                 let aifs = self.phy.aifs(self.edca[ac].aifsn);
                 let s = &mut self.stations[st].acs[ac];
-                if s.queue.is_empty() {
+                if !s.has_work() {
                     continue;
                 }
                 if s.count_from <= t && !started.contains(&(st, ac)) {
@@ -709,7 +819,7 @@ impl<H: Clone> Medium<H> {
             let aifs = self.phy.aifs(self.edca[ac].aifsn);
             let earliest = at + self.phy.ack_timeout() + aifs;
             let s = &mut self.stations[st].acs[ac];
-            if !s.queue.is_empty() {
+            if s.has_work() {
                 s.count_from = on_grid(busy_end + aifs, earliest, self.phy.slot);
             }
         }
@@ -735,10 +845,13 @@ impl<H: Clone> Medium<H> {
     /// A frame exchange that worked on the air (frames may still fail by the receiver's FER).
     /// Returns when the medium is free again.
     fn succeed(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
+        if !self.stations[st].acs[ac].addba_resp.is_empty() {
+            return self.addba_response(st, ac, t);
+        }
         if self.stations[st].acs[ac].bar_pending.is_some() {
             return self.block_ack_req(st, ac, t);
         }
-        if let Some(to) = self.needs_addba(st, ac) {
+        if let Some(to) = self.needs_addba(st, ac, t) {
             return self.addba(st, ac, to, t);
         }
         let txop = self.edca[ac].txop;
@@ -850,7 +963,7 @@ impl<H: Clone> Medium<H> {
         if self.cf_end && !txop.is_zero() && (at + self.phy.sifs - t) + cf_end < txop {
             at += self.phy.sifs + cf_end;
         }
-        if !self.stations[st].acs[ac].queue.is_empty() {
+        if self.stations[st].acs[ac].has_work() {
             self.draw_backoff(st, ac);
         }
         at
@@ -884,6 +997,18 @@ impl<H: Clone> Medium<H> {
         let long = self.stations[st].acs[ac].queue.front().is_some_and(|f| self.uses_rts(st, f));
         let limit = if long { cfg.long_retry_limit } else { cfg.short_retry_limit };
         let s = &mut self.stations[st].acs[ac];
+        if !s.addba_resp.is_empty() || s.queue.is_empty() {
+            // A management frame (ADDBA Response) failed: retried without limit.
+            if s.has_work() {
+                s.stats.collisions += 1;
+                s.cw = (2 * u32::from(s.cw) + 1).min(u32::from(params.cw_max)) as u16;
+                if self.ack_timeout && awaited_ack {
+                    self.timed_out.push((st, ac, end));
+                }
+                self.draw_backoff(st, ac);
+            }
+            return;
+        }
         let Some(front) = s.queue.front() else { return };
         s.stats.collisions += 1;
         let broadcast = front.dest == Dest::Broadcast;
@@ -911,7 +1036,7 @@ impl<H: Clone> Medium<H> {
         if self.ack_timeout && awaited_ack && !broadcast {
             self.timed_out.push((st, ac, end));
         }
-        if !self.stations[st].acs[ac].queue.is_empty() {
+        if self.stations[st].acs[ac].has_work() {
             self.draw_backoff(st, ac);
         }
     }

@@ -44,8 +44,8 @@
 
 pub mod aggregation;
 pub mod bianchi;
-pub mod ns3_matrix;
 mod medium;
+pub mod ns3_matrix;
 pub mod phy;
 pub mod scenario;
 mod types;

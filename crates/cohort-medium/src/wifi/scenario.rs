@@ -42,6 +42,8 @@ pub struct SaturationRun {
     pub duration: Duration,
     /// Time before `duration` starts whose deliveries do not count.
     pub warmup: Duration,
+    /// Flow `i` starts `i × stagger` after the first.
+    pub stagger: Duration,
     pub seed: u64,
     /// What stations do after a failed exchange.
     pub timing: Timing,
@@ -60,17 +62,29 @@ impl SaturationRun {
         }
         let begin = Instant::ZERO + self.warmup;
         let end = begin + self.duration;
-        // Fill every flow's queue; each frame that leaves (sent or dropped) is replaced at
-        // once, so a TXOP always finds frames waiting.
-        for (i, &(src, ac, dst)) in self.flows.iter().enumerate() {
-            for _ in 0..self.station.queue_depth {
-                m.enqueue(Instant::ZERO, src, ac, Dest::Unicast(dst), self.msdu_bytes, i)?;
-            }
-        }
+        // Fill each flow's queue when it starts (flow i at i × stagger); each frame that
+        // leaves (sent or dropped) is replaced at once, so a TXOP always finds frames waiting.
+        let mut started = 0;
         let mut frames = [0u64; 4];
-        while let Some(t) = m.poll_timeout() {
+        loop {
+            let next_start = (started < self.flows.len()).then(|| Instant::ZERO + self.stagger * started as u32);
+            let t = match (m.poll_timeout(), next_start) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
             if t > end {
                 break;
+            }
+            if next_start == Some(t) {
+                let (src, ac, dst) = self.flows[started];
+                for _ in 0..self.station.queue_depth {
+                    m.enqueue(t, src, ac, Dest::Unicast(dst), self.msdu_bytes, started)?;
+                }
+                started += 1;
+                continue;
             }
             m.handle_timeout(t);
             while let Some(ev) = m.poll_event(t) {
@@ -131,6 +145,7 @@ pub fn saturate(
         payload_bytes: payload,
         duration,
         warmup: Duration::ZERO,
+        stagger: Duration::ZERO,
         seed,
         timing: Timing::Bianchi,
         rx_dbm: None,
@@ -230,6 +245,7 @@ impl PhyStandard {
 /// edca_table = "802.11-2020"  # 802.11-2016 | 802.11-2020
 /// placement = "ns3"    # ns3 | none
 /// warmup_s = 0.0       # simulated seconds before duration_s whose deliveries do not count
+/// stagger_ms = 1.0     # sender i starts (i - 1) ms after sender 1, as edca_sat.py
 /// # acs = ["vi", "bk", "bk"]   # each sender's category (overrides vo_every)
 /// [aggregation]        # optional; default: the PHY's (n/ac: ns-3 3.44's, a/b/g: none)
 /// enabled = true
@@ -272,6 +288,9 @@ pub struct EdcaSatScenario {
     pub edca_table: EdcaTable,
     /// Simulated seconds before `duration_s` whose deliveries do not count.
     pub warmup_s: f64,
+    /// Sender `i` starts `(i − 1) × stagger_ms` after sender 1, as `edca_sat.py` starts its
+    /// OnOff applications 1 ms apart (block-ack agreements are then set up one by one).
+    pub stagger_ms: f64,
     /// A-MPDU/A-MSDU limits per category; the default is the PHY's: ns-3 3.44's on n/ac
     /// (see [`Aggregation`]), none on a/b/g.
     pub aggregation: Aggregation,
@@ -295,6 +314,7 @@ impl Default for EdcaSatScenario {
             placement: Placement::Ns3,
             acs: None,
             warmup_s: 0.0,
+            stagger_ms: 1.0,
             aggregation: Aggregation::default(),
         }
     }
@@ -320,9 +340,9 @@ pub struct EdcaSatReport {
 impl EdcaSatScenario {
     /// The saturation experiment this scenario describes.
     pub fn saturation_run(&self) -> Result<SaturationRun, MediumError> {
-        for d in [self.duration_s, self.warmup_s] {
+        for d in [self.duration_s, self.warmup_s, self.stagger_ms / 1e3] {
             if !(d.is_finite() && (0.0..=1e6).contains(&d)) {
-                return Err(MediumError::Station("duration_s and warmup_s must lie in [0, 1e6]"));
+                return Err(MediumError::Station("duration_s, warmup_s and stagger_ms must lie in [0, 1e6] s"));
             }
         }
         if self.acs.as_ref().is_some_and(|a| a.len() != self.stations) {
@@ -365,6 +385,7 @@ impl EdcaSatScenario {
             payload_bytes: self.payload_bytes,
             duration: Duration::from_secs_f64(self.duration_s),
             warmup: Duration::from_secs_f64(self.warmup_s),
+            stagger: Duration::from_secs_f64(self.stagger_ms / 1e3),
             seed: self.seed,
             timing: self.timing,
             rx_dbm: if self.timing == Timing::Ns3 { self.placement.rx_dbm(self.stations + 1) } else { None },

@@ -336,6 +336,7 @@ fn standard_timing_costs_throughput_under_collisions() {
             payload_bytes: 1500,
             duration: std::time::Duration::from_secs(2),
             warmup: std::time::Duration::ZERO,
+            stagger: std::time::Duration::ZERO,
             seed: 3,
             timing,
             rx_dbm: None,

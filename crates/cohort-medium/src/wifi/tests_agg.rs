@@ -35,7 +35,8 @@ fn ht_and_vht_defaults_aggregate_be_and_vi_not_vo_or_bk() {
 /// AC_BE sends A-MPDUs and AC_VO single frames; turning aggregation off changes the split.
 #[test]
 fn ht_scenario_aggregates_best_effort_by_default() {
-    let s = EdcaSatScenario { phy: PhyStandard::N, data_mbps: 65.0, stations: 6, duration_s: 1.0, ..Default::default() };
+    let s =
+        EdcaSatScenario { phy: PhyStandard::N, data_mbps: 65.0, stations: 6, duration_s: 1.0, ..Default::default() };
     let run = s.saturation_run().unwrap();
     assert_eq!(run.station.ampdu, Aggregation::ns3_defaults(&run.phy));
     let mut m: Medium<usize> = Medium::new(run.phy, run.edca, &vec![run.station; 7], 1).unwrap();
