@@ -444,7 +444,8 @@ impl<H: Clone> Medium<H> {
         }
         let t = s.count_from + self.phy.slot * s.backoff;
         // Data blocked while an ADDBA Response is awaited: contend again at the deadline.
-        if s.addba_resp.is_empty()
+        if !s.ba_peers.is_empty()
+            && s.addba_resp.is_empty()
             && let Some(Frame { dest: Dest::Unicast(to), .. }) = s.queue.front()
             && let BaView::Waiting(deadline) = self.ba_view(st, ac, *to, t)
         {
