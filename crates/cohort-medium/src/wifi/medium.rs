@@ -49,6 +49,7 @@ struct Frame<H> {
 
 impl<H> AcState<H> {
     /// Whether the category contends: data or an ADDBA Response waits.
+    #[inline]
     fn has_work(&self) -> bool {
         !self.queue.is_empty() || !self.addba_resp.is_empty()
     }
@@ -183,6 +184,9 @@ pub struct Medium<H> {
     /// Scratch: MSDUs per MPDU of the PPDU being sent, and which frames got through.
     groups: Vec<usize>,
     ok: Vec<bool>,
+    /// [`Medium::next_tx`] until something changes a contender (a transmission, a frame
+    /// reaching an empty queue): the driver asks for it after every event.
+    next_tx_cache: std::cell::Cell<Option<Option<Instant>>>,
 }
 
 impl<H: Clone> Medium<H> {
@@ -241,6 +245,7 @@ impl<H: Clone> Medium<H> {
             qos: !edca.iter().all(|e| *e == edca[0]),
             groups: Vec::new(),
             ok: Vec::new(),
+            next_tx_cache: std::cell::Cell::new(None),
         })
     }
 
@@ -427,6 +432,7 @@ impl<H: Clone> Medium<H> {
         s.queue.push_back(Frame { handle, dest, bytes, seq });
         s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
         if was_empty {
+            self.next_tx_cache.set(None);
             // A frame arriving at an idle queue starts a fresh backoff (no immediate access;
             // ns-3 and most drivers behave alike under load).
             s.count_from = start;
@@ -437,6 +443,7 @@ impl<H: Clone> Medium<H> {
     }
 
     /// When a contender's backoff expires.
+    #[inline]
     fn tx_time(&self, st: usize, ac: usize) -> Option<Instant> {
         let s = &self.stations[st].acs[ac];
         if !s.has_work() {
@@ -455,7 +462,21 @@ impl<H: Clone> Medium<H> {
     }
 
     fn next_tx(&self) -> Option<Instant> {
-        (0..self.stations.len()).flat_map(|st| (0..4).filter_map(move |ac| self.tx_time(st, ac))).min()
+        if let Some(next) = self.next_tx_cache.get() {
+            return next;
+        }
+        let mut next: Option<Instant> = None;
+        for st in 0..self.stations.len() {
+            for ac in 0..4 {
+                if let Some(t) = self.tx_time(st, ac)
+                    && next.is_none_or(|n| t < n)
+                {
+                    next = Some(t);
+                }
+            }
+        }
+        self.next_tx_cache.set(Some(next));
+        next
     }
 
     /// When `handle_timeout` or `poll_event` next has something to do.
@@ -738,6 +759,7 @@ impl<H: Clone> Medium<H> {
     }
 
     fn transmit(&mut self, t: Instant) {
+        self.next_tx_cache.set(None);
         // Who starts now: at most one access category per station, the highest (an internal
         // collision sends the others into backoff as if they had collided, 10.22.2.4).
         // Stations whose backoff ends within the CCA delay after `t` have not heard the first
@@ -826,6 +848,7 @@ impl<H: Clone> Medium<H> {
         }
         self.timed_out = timed_out;
         self.busy_until = self.busy_until.max(busy_end);
+        self.next_tx_cache.set(None);
     }
 
     /// Whether bystander `b` detects one of the colliding PPDUs' preambles (and so receives
