@@ -50,7 +50,7 @@
 //! ```
 
 use cohort_medium::link::{Jitter, LinkParams, LossModel};
-use cohort_medium::wifi::scenario::PhyStandard;
+use cohort_medium::wifi::scenario::{CHANNEL_QDISC_PACKETS, CHANNEL_QUEUE_DEPTH, CHANNEL_TIMING, PhyStandard};
 use cohort_medium::wifi::{Aggregation, StationConfig, Timing};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -182,13 +182,14 @@ fn default_data_mbps() -> f64 {
     54.0
 }
 fn default_qdisc_packets() -> usize {
-    1000
+    CHANNEL_QDISC_PACKETS
 }
 fn default_queue_depth() -> usize {
-    64
+    CHANNEL_QUEUE_DEPTH
 }
+/// The defaults are those of `cohort sim` too (see `CHANNEL_TIMING`).
 fn default_timing() -> Timing {
-    Timing::Standard
+    CHANNEL_TIMING
 }
 
 /// Per-station overrides on the shared channel.

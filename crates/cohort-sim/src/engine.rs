@@ -119,7 +119,7 @@ fn network(s: &Scenario, seed: u64) -> Net {
                 .collect();
             Net::P2p(links)
         }
-        Network::Wifi { phy, data_mbps, queue_depth, fer, aggregation } => {
+        Network::Wifi { phy, data_mbps, queue_depth, fer, aggregation, timing, qdisc_packets } => {
             let phy = match phy.as_str() {
                 "b" => PhyStandard::B,
                 "g" => PhyStandard::G,
@@ -129,12 +129,14 @@ fn network(s: &Scenario, seed: u64) -> Net {
             }
             .phy(*data_mbps);
             let st = StationConfig {
-                queue_depth: *queue_depth,
+                queue_depth: queue_depth.saturating_add(*qdisc_packets),
                 fer: *fer,
                 ampdu: aggregation.limits(&phy),
                 ..StationConfig::default()
             };
-            let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; s.nodes], seed).expect("validated scenario");
+            let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; s.nodes], seed)
+                .expect("validated scenario")
+                .with_timing(*timing);
             Net::Wifi(Box::new(m))
         }
     }

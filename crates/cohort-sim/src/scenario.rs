@@ -29,7 +29,8 @@
 //! b = 1
 //! ```
 
-use cohort_medium::wifi::Aggregation;
+use cohort_medium::wifi::scenario::{CHANNEL_QDISC_PACKETS, CHANNEL_QUEUE_DEPTH, CHANNEL_TIMING};
+use cohort_medium::wifi::{Aggregation, Timing};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -87,6 +88,13 @@ pub enum Network {
         /// a/b/g: none).
         #[serde(default)]
         aggregation: Aggregation,
+        /// What stations do after a failed exchange; default `standard`, as the testbed.
+        #[serde(default = "default_timing")]
+        timing: Timing,
+        /// The qdisc in front of each hardware queue (default 1000, as the testbed): the
+        /// simulator adds it to the queue (see `cohort_medium::wifi::scenario::CHANNEL_TIMING`).
+        #[serde(default = "default_qdisc")]
+        qdisc_packets: usize,
     },
 }
 
@@ -99,7 +107,15 @@ fn default_rate() -> f64 {
 }
 
 fn default_queue() -> usize {
-    64
+    CHANNEL_QUEUE_DEPTH
+}
+
+fn default_qdisc() -> usize {
+    CHANNEL_QDISC_PACKETS
+}
+
+fn default_timing() -> Timing {
+    CHANNEL_TIMING
 }
 
 /// What the application on a flow does.

@@ -193,6 +193,20 @@ pub fn ns3_rx_dbm(d: f64) -> f64 {
     16.0206 - 46.6777 - path
 }
 
+/// The channel a scenario file gets for the settings it leaves out, the same in `cohort sim`
+/// and `cohort testbed` so that one scenario gives one answer: 802.11's timing after failures
+/// (EIFS, ACK timeouts: [`Timing::Standard`]), a 64-frame hardware queue per category with a
+/// 1000-packet qdisc in front of it (Linux's `txqueuelen`), 802.11-2016's EDCA table, and the
+/// PHY's default aggregation ([`Aggregation`]). The simulator, which has no qdisc, gives each
+/// category one FIFO of `queue_depth + qdisc_packets` frames instead: the same order and
+/// the same drops, except that A-MPDUs can then draw on frames still "in the qdisc".
+/// (The `edca_sat` saturation scenario keeps its own, ns-3-like defaults.)
+pub const CHANNEL_TIMING: Timing = Timing::Standard;
+/// See [`CHANNEL_TIMING`].
+pub const CHANNEL_QUEUE_DEPTH: usize = 64;
+/// See [`CHANNEL_TIMING`].
+pub const CHANNEL_QDISC_PACKETS: usize = 1000;
+
 /// Which 802.11 amendment a scenario runs, by the letter users know it by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
