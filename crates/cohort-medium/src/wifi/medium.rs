@@ -730,7 +730,9 @@ impl<H: Clone> Medium<H> {
             let ok = (mpdus == 1 || bytes <= limit.max_bytes as usize)
                 && max_ppdu.is_none_or(|m| air <= m)
                 && fits(air, mpdus);
-            if !ok && !(initial && best.frames == 0) {
+            // The first frame of a TXOP goes even if it breaks a limit.
+            let forced = initial && best.frames == 0;
+            if !(ok || forced) {
                 break;
             }
             if let Some(g) = groups.as_deref_mut() {
