@@ -186,6 +186,9 @@ pub struct Medium<H> {
     /// Scratch: MSDUs per MPDU of the PPDU being sent, and which frames got through.
     groups: Vec<usize>,
     ok: Vec<bool>,
+    /// The TXOP holder of the last exchange and the end of the NAV its frames set for everyone
+    /// else (their Duration fields cover the whole TXOP limit; a CF-End resets it).
+    nav: Option<(usize, Instant)>,
     /// [`Medium::next_tx`] until something changes a contender (a transmission, a frame
     /// reaching an empty queue): the driver asks for it after every event.
     next_tx_cache: std::cell::Cell<Option<Option<Instant>>>,
@@ -248,6 +251,7 @@ impl<H: Clone> Medium<H> {
             groups: Vec::new(),
             ok: Vec::new(),
             next_tx_cache: std::cell::Cell::new(None),
+            nav: None,
         })
     }
 
@@ -614,8 +618,16 @@ impl<H: Clone> Medium<H> {
         // Everyone else froze at `t` and resumes counting after the busy period and its AIFS.
         let qos = self.qos;
         let slot = self.phy.slot.as_nanos().max(1);
+        // A TXOP that ended early without a CF-End leaves the others' NAV running to the end
+        // of the TXOP limit: they resume after it, the holder right away (10.22.2.8; ns-3's
+        // `QosFrameExchangeManager::GetFrameDurationId` covers the remaining TXOP).
+        let nav = self.nav.take();
         for (st, &heard_error) in in_error.iter().enumerate() {
-            let resume = if heard_error { busy_end + eifs_extra } else { busy_end };
+            let busy = match nav {
+                Some((holder, until)) if holder != st => busy_end.max(until),
+                _ => busy_end,
+            };
+            let resume = if heard_error { busy + eifs_extra } else { busy };
             for ac in 0..4 {
                 let aifs = self.phy.aifs(self.edca[ac].aifsn);
                 let s = &mut self.stations[st].acs[ac];
@@ -680,6 +692,9 @@ impl<H: Clone> Medium<H> {
         let txop = self.edca[ac].txop;
         let mut at = t;
         let mut groups = std::mem::take(&mut self.groups);
+        if !txop.is_zero() {
+            self.nav = Some((st, t + txop));
+        }
         let mut next = None;
         while let Some(f) = self.stations[st].acs[ac].queue.front() {
             let (dest, rts) = (f.dest, self.uses_rts(st, f));
@@ -786,6 +801,7 @@ impl<H: Clone> Medium<H> {
         let cf_end = self.phy.group_control_duration(CF_END_BYTES);
         if self.cf_end && !txop.is_zero() && (at + self.phy.sifs - t) + cf_end < txop {
             at += self.phy.sifs + cf_end;
+            self.nav = None;
         }
         if self.stations[st].acs[ac].has_work() {
             self.draw_backoff(st, ac);
