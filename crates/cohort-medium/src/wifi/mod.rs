@@ -20,7 +20,9 @@
 //! A-MPDU fits the block-ack window, its byte limit, the PHY's longest PPDU and what is left
 //! of the TXOP (a later A-MPDU of a TXOP shrinks to fit), carries per-MPDU errors and gets a
 //! block ack; lost MPDUs are retried (delivered ones may arrive before them), and a lost
-//! A-MPDU costs a BlockAckReq exchange in the next access first. TXOPs truncated by CF-End, and on the channel a
+//! A-MPDU costs a BlockAckReq exchange in the next access first. TXOPs truncated by CF-End
+//! (a TXOP that ends early without one leaves everyone but its holder waiting for the NAV its
+//! frames set, to the end of the TXOP limit), and on the channel a
 //! propagation delay, EIFS after collisions and ACK timeouts for failed senders (both off by
 //! default: Bianchi's "DIFS" model, which ns-3's reference tables use; see [`Timing`]). EIFS
 //! may be limited to the bystanders that detect a colliding preamble, given the received
