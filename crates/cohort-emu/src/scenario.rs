@@ -40,6 +40,9 @@
 //! fer = 0.0
 //! timing = "standard"        # standard | bianchi | ns3
 //! # rts_threshold = 500
+//! [wifi.aggregation]         # optional; default: the PHY's (n/ac: ns-3 3.44's, a/b/g: none)
+//! max_ampdu_bytes = { be = 65535, vi = 65535, vo = 0, bk = 0 }   # 0: no A-MPDU
+//! # max_amsdu_bytes = { be = 7935 }, enabled = false, ba_window = 64
 //! [[wifi.stations]]          # per-station overrides
 //! node = "f2"
 //! data_mbps = 24.0
@@ -47,8 +50,8 @@
 //! ```
 
 use cohort_medium::link::{Jitter, LinkParams, LossModel};
-use cohort_medium::wifi::scenario::PhyStandard;
-use cohort_medium::wifi::{StationConfig, Timing};
+use cohort_medium::wifi::scenario::{CHANNEL_QDISC_PACKETS, CHANNEL_QUEUE_DEPTH, CHANNEL_TIMING, PhyStandard};
+use cohort_medium::wifi::{Aggregation, StationConfig, Timing};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -164,6 +167,10 @@ pub struct WifiSpec {
     pub rts_threshold: Option<usize>,
     #[serde(default = "default_timing")]
     pub timing: Timing,
+    /// A-MPDU/A-MSDU limits per access category; default: the PHY's (n/ac: ns-3 3.44's,
+    /// a/b/g: none). See `cohort_medium::wifi::Aggregation`.
+    #[serde(default)]
+    pub aggregation: Aggregation,
     #[serde(default)]
     pub stations: Vec<StationSpec>,
 }
@@ -175,13 +182,14 @@ fn default_data_mbps() -> f64 {
     54.0
 }
 fn default_qdisc_packets() -> usize {
-    1000
+    CHANNEL_QDISC_PACKETS
 }
 fn default_queue_depth() -> usize {
-    64
+    CHANNEL_QUEUE_DEPTH
 }
+/// The defaults are those of `cohort sim` too (see `CHANNEL_TIMING`).
 fn default_timing() -> Timing {
-    Timing::Standard
+    CHANNEL_TIMING
 }
 
 /// Per-station overrides on the shared channel.
@@ -308,6 +316,7 @@ impl WifiSpec {
                     fer: o.and_then(|o| o.fer).unwrap_or(self.fer),
                     data_mbps: o.and_then(|o| o.data_mbps),
                     rts_threshold: self.rts_threshold,
+                    ampdu: self.aggregation.limits(&self.phy.phy(self.data_mbps)),
                     ..StationConfig::default()
                 }
             })

@@ -3,16 +3,17 @@
 
 use crate::scenario::{App, Fault, Network, Scenario};
 use cohort_medium::link::{Duplex, Jitter, LinkParams, LossModel};
-use cohort_medium::wifi::{Ac, Dest, EdcaParams, Medium, MediumEvent, Phy, StationConfig};
+use cohort_medium::wifi::scenario::PhyStandard;
+use cohort_medium::wifi::{Ac, Dest, EdcaParams, Medium, MediumEvent, StationConfig};
 use cohort_proto::lrt::Connection;
 use cohort_time::Instant;
 use serde::Serialize;
 use std::io::Write;
 use std::time::Duration;
 
-/// Bytes each LRT packet carries besides itself on a real network: secure frame (34), UDP and
+/// Bytes each LRT packet carries besides itself on a real network: secure frame, UDP and
 /// IPv4 (28), and on Wi-Fi LLC/SNAP (8).
-const FRAME_UDP_IP: usize = 34 + 28;
+const FRAME_UDP_IP: usize = cohort_wire::frame::OVERHEAD + 28;
 const LLC: usize = 8;
 
 /// What happened to one flow.
@@ -124,16 +125,24 @@ fn network(s: &Scenario, seed: u64) -> Net {
                 .collect();
             Net::P2p(links)
         }
-        Network::Wifi { phy, data_mbps, queue_depth, fer } => {
+        Network::Wifi { phy, data_mbps, queue_depth, fer, aggregation, timing, qdisc_packets } => {
             let phy = match phy.as_str() {
-                "b" => Phy::dsss(*data_mbps),
-                "g" => Phy::erp_ofdm(*data_mbps),
-                "n" => Phy::ht(*data_mbps),
-                "ac" => Phy::vht(*data_mbps),
-                _ => Phy::ofdm(*data_mbps),
+                "b" => PhyStandard::B,
+                "g" => PhyStandard::G,
+                "n" => PhyStandard::N,
+                "ac" => PhyStandard::Ac,
+                _ => PhyStandard::A,
+            }
+            .phy(*data_mbps);
+            let st = StationConfig {
+                queue_depth: queue_depth.saturating_add(*qdisc_packets),
+                fer: *fer,
+                ampdu: aggregation.limits(&phy),
+                ..StationConfig::default()
             };
-            let st = StationConfig { queue_depth: *queue_depth, fer: *fer, ..StationConfig::default() };
-            let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; s.nodes], seed).expect("validated scenario");
+            let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; s.nodes], seed)
+                .expect("validated scenario")
+                .with_timing(*timing);
             Net::Wifi(Box::new(m))
         }
     }

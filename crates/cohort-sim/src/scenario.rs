@@ -29,6 +29,8 @@
 //! b = 1
 //! ```
 
+use cohort_medium::wifi::scenario::{CHANNEL_QDISC_PACKETS, CHANNEL_QUEUE_DEPTH, CHANNEL_TIMING};
+use cohort_medium::wifi::{Aggregation, Timing};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -108,6 +110,18 @@ pub enum Network {
         queue_depth: usize,
         #[serde(default)]
         fer: f64,
+        /// A-MPDU/A-MSDU limits per access category (`[network.aggregation]`, see
+        /// `cohort_medium::wifi::Aggregation`); default: the PHY's (n/ac: ns-3 3.44's,
+        /// a/b/g: none).
+        #[serde(default)]
+        aggregation: Aggregation,
+        /// What stations do after a failed exchange; default `standard`, as the testbed.
+        #[serde(default = "default_timing")]
+        timing: Timing,
+        /// The qdisc in front of each hardware queue (default 1000, as the testbed): the
+        /// simulator adds it to the queue (see `cohort_medium::wifi::scenario::CHANNEL_TIMING`).
+        #[serde(default = "default_qdisc")]
+        qdisc_packets: usize,
     },
 }
 
@@ -120,7 +134,15 @@ fn default_rate() -> f64 {
 }
 
 fn default_queue() -> usize {
-    64
+    CHANNEL_QUEUE_DEPTH
+}
+
+fn default_qdisc() -> usize {
+    CHANNEL_QDISC_PACKETS
+}
+
+fn default_timing() -> Timing {
+    CHANNEL_TIMING
 }
 
 /// What the application on a flow does.
@@ -240,7 +262,7 @@ impl Scenario {
                     return bad("p2p: give both ge_p_gb and ge_p_bg, as probabilities".into());
                 }
             }
-            Network::Wifi { phy, data_mbps, queue_depth, fer } => {
+            Network::Wifi { phy, data_mbps, queue_depth, fer, .. } => {
                 if !["a", "b", "g", "n", "ac"].contains(&phy.as_str())
                     || *data_mbps <= 0.0
                     || *queue_depth == 0

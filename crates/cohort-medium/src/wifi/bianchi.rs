@@ -140,6 +140,8 @@ impl BianchiCase {
             msdu_bytes: MSDU_BYTES,
             payload_bytes: PAYLOAD_BYTES,
             duration,
+            warmup: Duration::ZERO,
+            stagger: Duration::ZERO,
             seed,
             timing: Timing::Bianchi,
             rx_dbm: None,

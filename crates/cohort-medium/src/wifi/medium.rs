@@ -12,6 +12,8 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
+mod block_ack;
+
 /// Control frame lengths (802.11-2016 9.3.1): RTS 20, CTS 14, compressed BlockAck 32 bytes;
 /// each A-MPDU subframe carries a 4-byte delimiter (9.7.1) and is padded to 4 bytes.
 const RTS_BYTES: usize = 20;
@@ -20,12 +22,62 @@ const BLOCK_ACK_BYTES: usize = 32;
 const MPDU_DELIMITER: usize = 4;
 /// CF-End frame length (9.3.1.9).
 const CF_END_BYTES: usize = 20;
+/// An ADDBA Request: management header 24, category, action, dialog token, block-ack
+/// parameter set (2), timeout (2), starting sequence control (2), FCS 4 (9.6.5.2).
+const ADDBA_REQUEST_BYTES: usize = 37;
+/// A compressed BlockAckReq: control header 16, BAR control 2, starting sequence control 2,
+/// FCS 4 (9.3.1.8).
+const BLOCK_ACK_REQ_BYTES: usize = 24;
+/// An ADDBA Response: management header 24, category, action, dialog token, status code (2),
+/// block-ack parameter set (2), timeout (2), FCS 4 (9.6.5.3).
+const ADDBA_RESPONSE_BYTES: usize = 37;
+/// How long an originator waits for the ADDBA Response after the ACK of its request (ns-3's
+/// `QosTxop` attribute `AddBaResponseTimeout`, 5 ms) ...
+const ADDBA_RESPONSE_TIMEOUT: Duration = Duration::from_millis(5);
+/// ... and, without one, how long it sends single MPDUs before it asks again
+/// (`FailedAddBaTimeout`, 200 ms).
+const FAILED_ADDBA_TIMEOUT: Duration = Duration::from_millis(200);
+/// An A-MSDU subframe header: DA, SA, length (9.3.2.2.2).
+const AMSDU_SUBFRAME_HEADER: usize = 14;
 
 #[derive(Debug)]
 struct Frame<H> {
     handle: H,
     dest: Dest,
     bytes: usize,
+    /// Sequence number in its category's queue, for the block-ack window.
+    seq: u32,
+}
+
+impl<H> AcState<H> {
+    /// Whether the category contends: data or an ADDBA Response waits.
+    #[inline]
+    fn has_work(&self) -> bool {
+        !self.queue.is_empty() || !self.addba_resp.is_empty()
+    }
+}
+
+/// Where a block-ack agreement with one recipient stands at some instant, as ns-3's
+/// `BlockAckManager` and `QosTxop` move it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BaView {
+    /// None, or reset after a failed setup: the next access sends an ADDBA Request.
+    Reset,
+    /// Request acknowledged, response awaited until the instant: the queue for this
+    /// recipient is blocked (`WifiQueueBlockedReason::WAITING_ADDBA_RESP`).
+    Waiting(Instant),
+    /// No response in time: single MPDUs with normal acks until the agreement resets.
+    NoReply,
+    Established,
+}
+
+/// What the next PPDU of a category carries: `frames` MSDUs from the queue front in `mpdus`
+/// MPDUs, on the air for `air`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Aggregate {
+    frames: usize,
+    mpdus: usize,
+    air: Duration,
 }
 
 #[derive(Debug)]
@@ -38,6 +90,17 @@ struct AcState<H> {
     /// Failed attempts of the head frame so far.
     attempts: u8,
     stats: AcStats,
+    /// Sequence number of the next frame enqueued.
+    next_seq: u32,
+    /// Block-ack agreements as originator: the recipient, and `None` once established or
+    /// the deadline of the ADDBA Response while it is awaited (see [`BaView`]).
+    ba_peers: Vec<(usize, Option<Instant>)>,
+    /// ADDBA Responses this category owes, as recipient, to these originators; they go
+    /// before any data (ns-3 pushes them to the head of the queue of the agreement's TID).
+    addba_resp: VecDeque<usize>,
+    /// The recipient of an A-MPDU whose block ack never came: the next access sends it a
+    /// BlockAckReq before any data.
+    bar_pending: Option<usize>,
 }
 
 #[derive(Debug)]
@@ -120,6 +183,15 @@ pub struct Medium<H> {
     timed_out: Vec<(usize, usize, Instant)>,
     /// EDCA (QoS) stations decrement once more when interrupted; see `transmit`.
     qos: bool,
+    /// Scratch: MSDUs per MPDU of the PPDU being sent, and which frames got through.
+    groups: Vec<usize>,
+    ok: Vec<bool>,
+    /// The TXOP holder of the last exchange and the end of the NAV its frames set for everyone
+    /// else (their Duration fields cover the whole TXOP limit; a CF-End resets it).
+    nav: Option<(usize, Instant)>,
+    /// [`Medium::next_tx`] until something changes a contender (a transmission, a frame
+    /// reaching an empty queue): the driver asks for it after every event.
+    next_tx_cache: std::cell::Cell<Option<Option<Instant>>>,
 }
 
 impl<H: Clone> Medium<H> {
@@ -152,6 +224,10 @@ impl<H: Clone> Medium<H> {
                     count_from: Instant::ZERO,
                     attempts: 0,
                     stats: AcStats::default(),
+                    next_seq: 0,
+                    ba_peers: Vec::new(),
+                    addba_resp: VecDeque::new(),
+                    bar_pending: None,
                 }),
             })
             .collect();
@@ -172,6 +248,10 @@ impl<H: Clone> Medium<H> {
             timed_out: Vec::new(),
             // A channel whose four categories share one parameter set is legacy DCF.
             qos: !edca.iter().all(|e| *e == edca[0]),
+            groups: Vec::new(),
+            ok: Vec::new(),
+            next_tx_cache: std::cell::Cell::new(None),
+            nav: None,
         })
     }
 
@@ -352,10 +432,13 @@ impl<H: Clone> Medium<H> {
             self.emit(MediumEvent::Dropped { station, ac, handle, at: now, reason: DropReason::QueueFull });
             return Err(MediumError::QueueFull);
         }
-        let was_empty = s.queue.is_empty();
-        s.queue.push_back(Frame { handle, dest, bytes });
+        let was_empty = !s.has_work();
+        let seq = s.next_seq;
+        s.next_seq = seq.wrapping_add(1);
+        s.queue.push_back(Frame { handle, dest, bytes, seq });
         s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
         if was_empty {
+            self.next_tx_cache.set(None);
             // A frame arriving at an idle queue starts a fresh backoff (no immediate access;
             // ns-3 and most drivers behave alike under load).
             s.count_from = start;
@@ -366,13 +449,40 @@ impl<H: Clone> Medium<H> {
     }
 
     /// When a contender's backoff expires.
+    #[inline]
     fn tx_time(&self, st: usize, ac: usize) -> Option<Instant> {
         let s = &self.stations[st].acs[ac];
-        (!s.queue.is_empty()).then(|| s.count_from + self.phy.slot * s.backoff)
+        if !s.has_work() {
+            return None;
+        }
+        let t = s.count_from + self.phy.slot * s.backoff;
+        // Data blocked while an ADDBA Response is awaited: contend again at the deadline.
+        if !s.ba_peers.is_empty()
+            && s.addba_resp.is_empty()
+            && let Some(Frame { dest: Dest::Unicast(to), .. }) = s.queue.front()
+            && let BaView::Waiting(deadline) = self.ba_view(st, ac, *to, t)
+        {
+            return Some(t.max(on_grid(s.count_from, deadline, self.phy.slot)));
+        }
+        Some(t)
     }
 
     fn next_tx(&self) -> Option<Instant> {
-        (0..self.stations.len()).flat_map(|st| (0..4).filter_map(move |ac| self.tx_time(st, ac))).min()
+        if let Some(next) = self.next_tx_cache.get() {
+            return next;
+        }
+        let mut next: Option<Instant> = None;
+        for st in 0..self.stations.len() {
+            for ac in 0..4 {
+                if let Some(t) = self.tx_time(st, ac)
+                    && next.is_none_or(|n| t < n)
+                {
+                    next = Some(t);
+                }
+            }
+        }
+        self.next_tx_cache.set(Some(next));
+        next
     }
 
     /// When `handle_timeout` or `poll_event` next has something to do.
@@ -409,56 +519,34 @@ impl<H: Clone> Medium<H> {
 
     /// What goes on the air first when `(st, ac)` wins access: the RTS, or the frame (or
     /// aggregate) itself.
-    fn first_air(&self, st: usize, ac: usize) -> Duration {
-        let q = &self.stations[st].acs[ac].queue;
-        let Some(f) = q.front() else { return Duration::ZERO };
-        if self.uses_rts(st, f) {
-            self.phy.legacy_duration(RTS_BYTES, self.phy.basic_mbps)
+    /// Also says, for an A-MPDU, to whom: if it is lost, a BlockAckReq must follow.
+    fn first_air(&self, st: usize, ac: usize) -> (Duration, Option<usize>) {
+        let s = &self.stations[st].acs[ac];
+        let basic = self.phy.basic_mbps;
+        if !s.addba_resp.is_empty() {
+            return (self.phy.legacy_duration(ADDBA_RESPONSE_BYTES, basic), None);
+        }
+        let Some(f) = s.queue.front() else { return (Duration::ZERO, None) };
+        let t = self.tx_time(st, ac).unwrap_or(Instant::ZERO);
+        if s.bar_pending.is_some() {
+            (self.phy.legacy_duration(BLOCK_ACK_REQ_BYTES, basic), None)
+        } else if self.needs_addba(st, ac, t).is_some() {
+            (self.phy.legacy_duration(ADDBA_REQUEST_BYTES, basic), None)
+        } else if self.uses_rts(st, f) {
+            (self.phy.legacy_duration(RTS_BYTES, basic), None)
         } else {
-            self.aggregate(st, ac).1
+            let txop = self.edca[ac].txop;
+            let a = self.aggregate(st, ac, (!txop.is_zero()).then_some(txop), true, None);
+            let to = match f.dest {
+                Dest::Unicast(to) if a.mpdus > 1 => Some(to),
+                _ => None,
+            };
+            (a.air, to)
         }
     }
 
     fn uses_rts(&self, st: usize, f: &Frame<H>) -> bool {
         matches!(f.dest, Dest::Unicast(_)) && self.stations[st].cfg.rts_threshold.is_some_and(|t| f.bytes > t)
-    }
-
-    /// The acknowledgement of a PPDU of `k` frames: an ACK, or a compressed block ack.
-    fn response(&self, k: usize) -> Duration {
-        if k > 1 { self.phy.legacy_duration(BLOCK_ACK_BYTES, self.phy.basic_mbps) } else { self.phy.ack_duration() }
-    }
-
-    /// How many frames from the queue front go in the next PPDU, and its air time: unicast
-    /// frames to the same station within the A-MPDU limits (and, if the category has a TXOP
-    /// limit, within it together with SIFS and the block ack), or just the front frame.
-    fn aggregate(&self, st: usize, ac: usize) -> (usize, Duration) {
-        let q = &self.stations[st].acs[ac].queue;
-        let Some(first) = q.front() else { return (0, Duration::ZERO) };
-        let limit = self.stations[st].cfg.ampdu[ac];
-        if first.dest == Dest::Broadcast || limit.max_frames <= 1 {
-            return (1, self.duration(st, first));
-        }
-        let rate = self.rate(st);
-        let txop = self.edca[ac].txop;
-        let block_ack = self.phy.sifs + self.response(2);
-        let (mut k, mut bytes, mut air) = (0usize, 0usize, Duration::ZERO);
-        for f in q.iter().take(usize::from(limit.max_frames)) {
-            // Subframes are padded to a multiple of 4 bytes, except the last (ignored here).
-            let b = (f.bytes + self.mac_overhead()).next_multiple_of(4) + MPDU_DELIMITER;
-            if f.dest != first.dest {
-                break;
-            }
-            let next_air = self.phy.duration(bytes + b, rate);
-            let too_big = bytes + b > limit.max_bytes as usize;
-            let too_long = !txop.is_zero() && next_air + block_ack > txop;
-            if k > 0 && (too_big || too_long) {
-                break;
-            }
-            k += 1;
-            bytes += b;
-            air = next_air;
-        }
-        (k, air)
     }
 
     fn mac_overhead(&self) -> usize {
@@ -474,6 +562,7 @@ impl<H: Clone> Medium<H> {
     }
 
     fn transmit(&mut self, t: Instant) {
+        self.next_tx_cache.set(None);
         // Who starts now: at most one access category per station, the highest (an internal
         // collision sends the others into backoff as if they had collided, 10.22.2.4).
         // Stations whose backoff ends within the CCA delay after `t` have not heard the first
@@ -500,7 +589,10 @@ impl<H: Clone> Medium<H> {
             // Everyone's first transmission (RTS, frame or aggregate) is lost; `succeed`
             // accounts for a lone winner's exchanges itself.
             for &(st, ac) in &on_air {
-                let air = self.first_air(st, ac);
+                let (air, ampdu_to) = self.first_air(st, ac);
+                if ampdu_to.is_some() {
+                    self.stations[st].acs[ac].bar_pending = ampdu_to;
+                }
                 self.stations[st].acs[ac].stats.attempts += 1;
                 self.stations[st].acs[ac].stats.airtime += air;
                 let start = self.tx_time(st, ac).unwrap_or(t);
@@ -526,12 +618,20 @@ impl<H: Clone> Medium<H> {
         // Everyone else froze at `t` and resumes counting after the busy period and its AIFS.
         let qos = self.qos;
         let slot = self.phy.slot.as_nanos().max(1);
+        // A TXOP that ended early without a CF-End leaves the others' NAV running to the end
+        // of the TXOP limit: they resume after it, the holder right away (10.22.2.8; ns-3's
+        // `QosFrameExchangeManager::GetFrameDurationId` covers the remaining TXOP).
+        let nav = self.nav.take();
         for (st, &heard_error) in in_error.iter().enumerate() {
-            let resume = if heard_error { busy_end + eifs_extra } else { busy_end };
+            let busy = match nav {
+                Some((holder, until)) if holder != st => busy_end.max(until),
+                _ => busy_end,
+            };
+            let resume = if heard_error { busy + eifs_extra } else { busy };
             for ac in 0..4 {
                 let aifs = self.phy.aifs(self.edca[ac].aifsn);
                 let s = &mut self.stations[st].acs[ac];
-                if s.queue.is_empty() {
+                if !s.has_work() {
                     continue;
                 }
                 if s.count_from <= t && !started.contains(&(st, ac)) {
@@ -553,12 +653,13 @@ impl<H: Clone> Medium<H> {
             let aifs = self.phy.aifs(self.edca[ac].aifsn);
             let earliest = at + self.phy.ack_timeout() + aifs;
             let s = &mut self.stations[st].acs[ac];
-            if !s.queue.is_empty() {
+            if s.has_work() {
                 s.count_from = on_grid(busy_end + aifs, earliest, self.phy.slot);
             }
         }
         self.timed_out = timed_out;
         self.busy_until = self.busy_until.max(busy_end);
+        self.next_tx_cache.set(None);
     }
 
     /// Whether bystander `b` detects one of the colliding PPDUs' preambles (and so receives
@@ -579,20 +680,34 @@ impl<H: Clone> Medium<H> {
     /// A frame exchange that worked on the air (frames may still fail by the receiver's FER).
     /// Returns when the medium is free again.
     fn succeed(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
+        if !self.stations[st].acs[ac].addba_resp.is_empty() {
+            return self.addba_response(st, ac, t);
+        }
+        if self.stations[st].acs[ac].bar_pending.is_some() {
+            return self.block_ack_req(st, ac, t);
+        }
+        if let Some(to) = self.needs_addba(st, ac, t) {
+            return self.addba(st, ac, to, t);
+        }
         let txop = self.edca[ac].txop;
         let mut at = t;
+        let mut groups = std::mem::take(&mut self.groups);
+        if !txop.is_zero() {
+            self.nav = Some((st, t + txop));
+        }
+        let mut next = None;
         while let Some(f) = self.stations[st].acs[ac].queue.front() {
             let (dest, rts) = (f.dest, self.uses_rts(st, f));
-            let (k, air) = self.aggregate(st, ac);
+            // The first exchange of the TXOP (`next` not yet computed) may use all of it.
+            let agg = match next {
+                Some(a) => a,
+                None => self.aggregate(st, ac, (!txop.is_zero()).then_some(txop), true, Some(&mut groups)),
+            };
+            let (k, air) = (agg.frames, agg.air);
             self.stations[st].acs[ac].stats.attempts += 1;
             self.stations[st].acs[ac].stats.airtime += air;
             if rts {
-                // RTS, SIFS, CTS, SIFS, then the data.
-                let basic = self.phy.basic_mbps;
-                at += self.phy.legacy_duration(RTS_BYTES, basic)
-                    + self.phy.sifs
-                    + self.phy.legacy_duration(CTS_BYTES, basic)
-                    + self.phy.sifs;
+                at += self.rts_cts();
             }
             let end = at + air;
             let arrive = end + self.propagation;
@@ -609,12 +724,27 @@ impl<H: Clone> Medium<H> {
                 }
                 Dest::Unicast(to) => {
                     let fer = self.stations[to].cfg.fer;
-                    let ok: Vec<bool> = (0..k).map(|_| !self.rng.random_bool(fer)).collect();
-                    let response = self.response(k);
+                    // Each MPDU is received or corrupted whole, with all the MSDUs it carries.
+                    let mut ok = std::mem::take(&mut self.ok);
+                    ok.clear();
+                    if agg.mpdus == k {
+                        ok.extend((0..k).map(|_| !self.rng.random_bool(fer)));
+                    } else {
+                        for &n in &groups {
+                            let good = !self.rng.random_bool(fer);
+                            ok.extend(std::iter::repeat_n(good, n));
+                        }
+                    }
+                    let response = self.response(agg.mpdus);
                     if !ok.iter().any(|&o| o) {
                         // Nothing got through: no (block) ACK; the sender times out and backs
                         // off. Without the ACK-timeout option the medium counts as busy for
                         // the missing response (Bianchi's T_s for every attempt).
+                        self.ok = ok;
+                        self.groups = groups;
+                        if agg.mpdus > 1 {
+                            self.stations[st].acs[ac].bar_pending = Some(to);
+                        }
                         self.failed(st, ac, end, true);
                         return if self.ack_timeout { end } else { end + self.phy.sifs + response };
                     }
@@ -631,38 +761,61 @@ impl<H: Clone> Medium<H> {
                             kept.push_back(f);
                         }
                     }
+                    self.ok = ok;
                     let retry = !kept.is_empty();
                     while let Some(f) = kept.pop_back() {
                         self.stations[st].acs[ac].queue.push_front(f);
                     }
                     if retry {
                         // The block ack came back: no timeout, but the window doubles.
+                        self.groups = groups;
                         self.failed(st, ac, at, false);
                         return at;
                     }
                 }
             }
-            // Within a TXOP, the next exchange of the same category follows after SIFS if the
-            // whole of it, its acknowledgement included, still ends within the TXOP limit.
-            let (k, next) = self.aggregate(st, ac);
-            let response = self.response(k);
-            if txop.is_zero() || next.is_zero() || (at + self.phy.sifs + next + self.phy.sifs + response) - t > txop {
+            // Within a TXOP, the next exchange of the same category follows after SIFS if it
+            // fits, its acknowledgement included, in what is left of the TXOP limit: an
+            // A-MPDU shrinks to fit (ns-3 passes the remaining TXOP as the PPDU duration
+            // limit), a frame that does not fit at all ends the TXOP.
+            if txop.is_zero() {
                 break;
             }
+            let Some(mut left) = txop.checked_sub(at + self.phy.sifs - t) else { break };
+            if self.stations[st].acs[ac].queue.front().is_some_and(|f| self.uses_rts(st, f)) {
+                left = left.saturating_sub(self.rts_cts());
+            }
+            let a = self.aggregate(st, ac, Some(left), false, Some(&mut groups));
+            if a.frames == 0 {
+                break;
+            }
+            next = Some(a);
             at += self.phy.sifs;
         }
+        self.groups = groups;
         // A TXOP that ends early is truncated with a CF-End after SIFS if the TXOP time left
         // then exceeds the CF-End's air time (ns-3 `QosFrameExchangeManager::
         // SendCfEndIfNeeded`). It is group addressed, so it goes at the lowest rate (52 µs on
-        // OFDM, as ns-3 3.44's traces show), not at the control rate.
-        let cf_end = self.phy.legacy_duration(CF_END_BYTES, self.phy.lowest_mbps());
+        // OFDM, as ns-3 3.44's traces show; 352 µs at 1 Mbit/s on 802.11g), not at the
+        // control rate.
+        let cf_end = self.phy.group_control_duration(CF_END_BYTES);
         if self.cf_end && !txop.is_zero() && (at + self.phy.sifs - t) + cf_end < txop {
             at += self.phy.sifs + cf_end;
+            self.nav = None;
         }
-        if !self.stations[st].acs[ac].queue.is_empty() {
+        if self.stations[st].acs[ac].has_work() {
             self.draw_backoff(st, ac);
         }
         at
+    }
+
+    /// RTS, SIFS, CTS, SIFS: what precedes a protected frame.
+    fn rts_cts(&self) -> Duration {
+        let basic = self.phy.basic_mbps;
+        self.phy.legacy_duration(RTS_BYTES, basic)
+            + self.phy.sifs
+            + self.phy.legacy_duration(CTS_BYTES, basic)
+            + self.phy.sifs
     }
 
     fn done(&mut self, st: usize, ac: usize, handle: H, at: Instant, bytes: usize) {
@@ -684,6 +837,18 @@ impl<H: Clone> Medium<H> {
         let long = self.stations[st].acs[ac].queue.front().is_some_and(|f| self.uses_rts(st, f));
         let limit = if long { cfg.long_retry_limit } else { cfg.short_retry_limit };
         let s = &mut self.stations[st].acs[ac];
+        if !s.addba_resp.is_empty() || s.queue.is_empty() {
+            // A management frame (ADDBA Response) failed: retried without limit.
+            if s.has_work() {
+                s.stats.collisions += 1;
+                s.cw = (2 * u32::from(s.cw) + 1).min(u32::from(params.cw_max)) as u16;
+                if self.ack_timeout && awaited_ack {
+                    self.timed_out.push((st, ac, end));
+                }
+                self.draw_backoff(st, ac);
+            }
+            return;
+        }
         let Some(front) = s.queue.front() else { return };
         s.stats.collisions += 1;
         let broadcast = front.dest == Dest::Broadcast;
@@ -711,7 +876,7 @@ impl<H: Clone> Medium<H> {
         if self.ack_timeout && awaited_ack && !broadcast {
             self.timed_out.push((st, ac, end));
         }
-        if !self.stations[st].acs[ac].queue.is_empty() {
+        if self.stations[st].acs[ac].has_work() {
             self.draw_backoff(st, ac);
         }
     }

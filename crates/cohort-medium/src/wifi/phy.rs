@@ -205,6 +205,24 @@ impl Phy {
         }
     }
 
+    /// The longest PPDU the PHY may send, aPPDUMaxTime: 5.484 ms for HT-mixed and VHT
+    /// (802.11-2016 Tables 19-25 and 21-28; ns-3's `GetPpduMaxTime`); `None` for the
+    /// others, whose frames never come near their limits.
+    pub fn max_ppdu(&self) -> Option<Duration> {
+        matches!(self.kind, PhyKind::Ht | PhyKind::Vht).then_some(Duration::from_micros(5484))
+    }
+
+    /// Air time of a group-addressed control frame (such as CF-End) of `bytes`, sent as ns-3
+    /// sends them, at the PHY's first (lowest) mode (`WifiRemoteStationManager::
+    /// GetNonUnicastMode`): 6 Mbit/s OFDM in 5 GHz, but on 802.11g the 1 Mbit/s DSSS mode
+    /// with the long preamble (192 µs), since an ERP PHY also carries the DSSS rates.
+    pub fn group_control_duration(&self, bytes: usize) -> Duration {
+        match self.kind {
+            PhyKind::ErpOfdm => Duration::from_micros(192 + 8 * bytes as u64),
+            _ => self.legacy_duration(bytes, self.lowest_mbps()),
+        }
+    }
+
     /// Air time of an ACK (14 bytes) at the basic rate.
     pub fn ack_duration(&self) -> Duration {
         self.legacy_duration(ACK_BYTES, self.basic_mbps)

@@ -6,8 +6,8 @@ pub use super::bianchi::{BIANCHI_CASES, BianchiCase, BianchiModel, BianchiResult
 
 use super::phy::LLC_SNAP_BYTES;
 use super::{
-    Ac, Dest, EdcaParams, EdcaTable, Medium, MediumError, MediumEvent, NS3_PREAMBLE_THRESHOLD_DB, Phy, StationConfig,
-    Timing,
+    Ac, Aggregation, Dest, EdcaParams, EdcaTable, Medium, MediumError, MediumEvent, NS3_PREAMBLE_THRESHOLD_DB, Phy,
+    PhyKind, StationConfig, Timing,
 };
 use cohort_time::Instant;
 use std::time::Duration;
@@ -28,8 +28,8 @@ pub struct Saturation {
 }
 
 /// A saturation experiment: each flow `(source, category, destination)` keeps its queue full
-/// of `msdu_bytes`-byte unicast frames for `duration`; `payload_bytes` of each delivered frame
-/// count as throughput (the MSDU minus the headers above the MAC).
+/// of `msdu_bytes`-byte unicast frames for `warmup + duration`; `payload_bytes` of each frame
+/// delivered after the warm-up count as throughput (the MSDU minus the headers above the MAC).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SaturationRun {
     pub phy: Phy,
@@ -40,6 +40,10 @@ pub struct SaturationRun {
     pub msdu_bytes: usize,
     pub payload_bytes: usize,
     pub duration: Duration,
+    /// Time before `duration` starts whose deliveries do not count.
+    pub warmup: Duration,
+    /// Flow `i` starts `i × stagger` after the first.
+    pub stagger: Duration,
     pub seed: u64,
     /// What stations do after a failed exchange.
     pub timing: Timing,
@@ -56,24 +60,38 @@ impl SaturationRun {
         if let Some(rx) = &self.rx_dbm {
             m = m.with_preamble_detection(rx, NS3_PREAMBLE_THRESHOLD_DB)?;
         }
-        let end = Instant::ZERO + self.duration;
-        // Fill every flow's queue; each frame that leaves (sent or dropped) is replaced at
-        // once, so a TXOP always finds frames waiting.
-        for (i, &(src, ac, dst)) in self.flows.iter().enumerate() {
-            for _ in 0..self.station.queue_depth {
-                m.enqueue(Instant::ZERO, src, ac, Dest::Unicast(dst), self.msdu_bytes, i)?;
-            }
-        }
+        let begin = Instant::ZERO + self.warmup;
+        let end = begin + self.duration;
+        // Fill each flow's queue when it starts (flow i at i × stagger); each frame that
+        // leaves (sent or dropped) is replaced at once, so a TXOP always finds frames waiting.
+        let mut started = 0;
         let mut frames = [0u64; 4];
-        while let Some(t) = m.poll_timeout() {
+        loop {
+            let next_start = (started < self.flows.len()).then(|| Instant::ZERO + self.stagger * started as u32);
+            let t = match (m.poll_timeout(), next_start) {
+                (Some(a), Some(b)) => a.min(b),
+                (a, b) => match a.or(b) {
+                    Some(t) => t,
+                    None => break,
+                },
+            };
             if t > end {
                 break;
+            }
+            if next_start == Some(t) {
+                let (src, ac, dst) = self.flows[started];
+                for _ in 0..self.station.queue_depth {
+                    m.enqueue(t, src, ac, Dest::Unicast(dst), self.msdu_bytes, started)?;
+                }
+                started += 1;
+                continue;
             }
             m.handle_timeout(t);
             while let Some(ev) = m.poll_event(t) {
                 let (MediumEvent::Sent { handle, .. } | MediumEvent::Dropped { handle, .. }) = ev else { continue };
                 let Some(&(src, ac, dst)) = self.flows.get(handle) else { continue };
                 if let MediumEvent::Sent { at, .. } = ev
+                    && at > begin
                     && at <= end
                 {
                     frames[ac.index()] += 1;
@@ -126,6 +144,8 @@ pub fn saturate(
         msdu_bytes: payload,
         payload_bytes: payload,
         duration,
+        warmup: Duration::ZERO,
+        stagger: Duration::ZERO,
         seed,
         timing: Timing::Bianchi,
         rx_dbm: None,
@@ -173,6 +193,20 @@ pub fn ns3_rx_dbm(d: f64) -> f64 {
     16.0206 - 46.6777 - path
 }
 
+/// The channel a scenario file gets for the settings it leaves out, the same in `cohort sim`
+/// and `cohort testbed` so that one scenario gives one answer: 802.11's timing after failures
+/// (EIFS, ACK timeouts: [`Timing::Standard`]), a 64-frame hardware queue per category with a
+/// 1000-packet qdisc in front of it (Linux's `txqueuelen`), 802.11-2016's EDCA table, and the
+/// PHY's default aggregation ([`Aggregation`]). The simulator, which has no qdisc, gives each
+/// category one FIFO of `queue_depth + qdisc_packets` frames instead: the same order and
+/// the same drops, except that A-MPDUs can then draw on frames still "in the qdisc".
+/// (The `edca_sat` saturation scenario keeps its own, ns-3-like defaults.)
+pub const CHANNEL_TIMING: Timing = Timing::Standard;
+/// See [`CHANNEL_TIMING`].
+pub const CHANNEL_QUEUE_DEPTH: usize = 64;
+/// See [`CHANNEL_TIMING`].
+pub const CHANNEL_QDISC_PACKETS: usize = 1000;
+
 /// Which 802.11 amendment a scenario runs, by the letter users know it by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -181,7 +215,9 @@ pub enum PhyStandard {
     A,
     /// 802.11b, DSSS, long preamble.
     B,
-    /// 802.11g, ERP-OFDM, short slot.
+    /// 802.11g, ERP-OFDM, long (20 µs) slot: stations without an AP use the long slot
+    /// (802.11-2016 9.4.1.4: an IBSS sets Short Slot Time to 0; ns-3's
+    /// `WifiPhy::Configure80211g` keeps 20 µs unless an AP allows 9).
     G,
     /// 802.11n, HT-mixed 5 GHz.
     N,
@@ -195,7 +231,7 @@ impl PhyStandard {
         match self {
             PhyStandard::A => Phy::ofdm(data_mbps),
             PhyStandard::B => Phy::dsss(data_mbps),
-            PhyStandard::G => Phy::erp_ofdm(data_mbps),
+            PhyStandard::G => Phy { slot: std::time::Duration::from_micros(20), ..Phy::erp_ofdm(data_mbps) },
             PhyStandard::N => Phy::ht(data_mbps),
             PhyStandard::Ac => Phy::vht(data_mbps),
         }
@@ -216,12 +252,19 @@ impl PhyStandard {
 /// # control_mbps = 24.0   (default: the standard's control rate for data_mbps)
 /// payload_bytes = 1472 # UDP payload, as ns-3's OnOffApplication PacketSize
 /// header_bytes = 36    # UDP 8 + IPv4 20 + LLC/SNAP 8, inside the MSDU
-/// queue_depth = 64
+/// queue_depth = 500
 /// duration_s = 10.0
 /// seed = 1
 /// timing = "ns3"       # bianchi | standard | ns3
 /// edca_table = "802.11-2020"  # 802.11-2016 | 802.11-2020
 /// placement = "ns3"    # ns3 | none
+/// warmup_s = 0.0       # simulated seconds before duration_s whose deliveries do not count
+/// stagger_ms = 1.0     # sender i starts (i - 1) ms after sender 1, as edca_sat.py
+/// # acs = ["vi", "bk", "bk"]   # each sender's category (overrides vo_every)
+/// [aggregation]        # optional; default: the PHY's (n/ac: ns-3 3.44's, a/b/g: none)
+/// enabled = true
+/// max_ampdu_bytes = { be = 65535, vi = 65535, vo = 0, bk = 0 }
+/// max_amsdu_bytes = { be = 0 }
 /// ```
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -230,6 +273,10 @@ pub struct EdcaSatScenario {
     pub stations: usize,
     /// Every `vo_every`-th sender (1-based) is on AC_VO; 0: none.
     pub vo_every: usize,
+    /// Each sender's access category, sender 1 first (`stations` entries); overrides
+    /// `vo_every`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acs: Option<Vec<Ac>>,
     pub phy: PhyStandard,
     pub data_mbps: f64,
     /// Basic/control rate; `None`: the standard's for the data rate.
@@ -238,8 +285,9 @@ pub struct EdcaSatScenario {
     pub payload_bytes: usize,
     /// Bytes between the payload and the MAC header (UDP/IP/LLC).
     pub header_bytes: usize,
-    /// Hardware queue per category (ns-3's WifiMacQueue holds 500 packets; 64 keeps every
-    /// queue saturated just the same).
+    /// Queue per category: ns-3's `WifiMacQueue` holds 500 packets. It must hold more than
+    /// a TXOP can carry: the run refills queues only between accesses, and an AC_VI TXOP of
+    /// A-MPDUs carries over a hundred short frames.
     pub queue_depth: usize,
     /// Simulated seconds of saturation (ns-3's figure divides by the same span).
     pub duration_s: f64,
@@ -252,6 +300,14 @@ pub struct EdcaSatScenario {
     /// Which default EDCA parameter set: `802.11-2020` (the default, as ns-3 3.44: AC_VO
     /// may keep the channel for 2.080 ms per access) or `802.11-2016` (1.504 ms, as Linux).
     pub edca_table: EdcaTable,
+    /// Simulated seconds before `duration_s` whose deliveries do not count.
+    pub warmup_s: f64,
+    /// Sender `i` starts `(i − 1) × stagger_ms` after sender 1, as `edca_sat.py` starts its
+    /// OnOff applications 1 ms apart (block-ack agreements are then set up one by one).
+    pub stagger_ms: f64,
+    /// A-MPDU/A-MSDU limits per category; the default is the PHY's: ns-3 3.44's on n/ac
+    /// (see [`Aggregation`]), none on a/b/g.
+    pub aggregation: Aggregation,
 }
 
 impl Default for EdcaSatScenario {
@@ -264,12 +320,16 @@ impl Default for EdcaSatScenario {
             control_mbps: None,
             payload_bytes: 1472,
             header_bytes: 8 + 20 + LLC_SNAP_BYTES,
-            queue_depth: 64,
+            queue_depth: 500,
             duration_s: 10.0,
             seed: 1,
             timing: Timing::Ns3,
             edca_table: EdcaTable::Ieee2020,
             placement: Placement::Ns3,
+            acs: None,
+            warmup_s: 0.0,
+            stagger_ms: 1.0,
+            aggregation: Aggregation::default(),
         }
     }
 }
@@ -294,8 +354,13 @@ pub struct EdcaSatReport {
 impl EdcaSatScenario {
     /// The saturation experiment this scenario describes.
     pub fn saturation_run(&self) -> Result<SaturationRun, MediumError> {
-        if !(self.duration_s.is_finite() && (0.0..=1e6).contains(&self.duration_s)) {
-            return Err(MediumError::Station("duration_s must lie in [0, 1e6]"));
+        for d in [self.duration_s, self.warmup_s, self.stagger_ms / 1e3] {
+            if !(d.is_finite() && (0.0..=1e6).contains(&d)) {
+                return Err(MediumError::Station("duration_s, warmup_s and stagger_ms must lie in [0, 1e6] s"));
+            }
+        }
+        if self.acs.as_ref().is_some_and(|a| a.len() != self.stations) {
+            return Err(MediumError::Station("acs needs one category per sender"));
         }
         if self.stations == 0 || self.stations > 10_000 {
             return Err(MediumError::Station("stations must lie in 1..=10000"));
@@ -304,21 +369,37 @@ impl EdcaSatScenario {
         if let Some(c) = self.control_mbps {
             phy.basic_mbps = c;
         }
+        if self.timing == Timing::Ns3 && phy.kind == PhyKind::Vht {
+            // ns-3 3.44 leaves VHT-SIG-B out of single-user PPDUs (`VhtPhy::GetSigBDuration`
+            // is 4 µs only for VHT MU): its VHT preamble is 36 µs, not 802.11's 40.
+            phy.plcp = Duration::from_micros(36);
+        }
         let flows = (1..=self.stations)
             .map(|i| {
                 let vo = self.vo_every > 0 && i % self.vo_every == 0;
-                (i, if vo { Ac::Vo } else { Ac::Be }, 0)
+                let ac = match &self.acs {
+                    Some(acs) => acs[i - 1],
+                    None if vo => Ac::Vo,
+                    None => Ac::Be,
+                };
+                (i, ac, 0)
             })
             .collect();
         Ok(SaturationRun {
             phy,
             edca: self.edca_table.params(&phy),
-            station: StationConfig { queue_depth: self.queue_depth, ..StationConfig::default() },
+            station: StationConfig {
+                queue_depth: self.queue_depth,
+                ampdu: self.aggregation.limits(&phy),
+                ..StationConfig::default()
+            },
             stations: self.stations + 1,
             flows,
             msdu_bytes: self.payload_bytes.saturating_add(self.header_bytes),
             payload_bytes: self.payload_bytes,
             duration: Duration::from_secs_f64(self.duration_s),
+            warmup: Duration::from_secs_f64(self.warmup_s),
+            stagger: Duration::from_secs_f64(self.stagger_ms / 1e3),
             seed: self.seed,
             timing: self.timing,
             rx_dbm: if self.timing == Timing::Ns3 { self.placement.rx_dbm(self.stations + 1) } else { None },

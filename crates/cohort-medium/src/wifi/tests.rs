@@ -335,6 +335,8 @@ fn standard_timing_costs_throughput_under_collisions() {
             msdu_bytes: 1500,
             payload_bytes: 1500,
             duration: std::time::Duration::from_secs(2),
+            warmup: std::time::Duration::ZERO,
+            stagger: std::time::Duration::ZERO,
             seed: 3,
             timing,
             rx_dbm: None,

@@ -30,22 +30,34 @@ pub struct StationConfig {
     pub ampdu: [AmpduLimit; 4],
 }
 
-/// How many frames, and bytes, one A-MPDU of an access category may carry. A non-zero TXOP
-/// limit of the category bounds the A-MPDU's air time too (with its block ack).
+/// How many MPDUs, and bytes, one A-MPDU of an access category may carry, and how large an
+/// A-MSDU each MPDU may be. A non-zero TXOP limit of the category bounds the A-MPDU's air
+/// time too (with its block ack), and so does the PHY's longest PPDU
+/// ([`Phy::max_ppdu`](super::Phy::max_ppdu)). See [`Aggregation`](super::Aggregation) for
+/// ns-3's defaults and the scenario settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AmpduLimit {
+    /// MPDUs per A-MPDU (at most the block-ack window); 1: no A-MPDU.
     pub max_frames: u16,
     pub max_bytes: u32,
+    /// Bytes of one A-MSDU (subframe headers and padding included); 0: no A-MSDU.
+    #[serde(default)]
+    pub max_amsdu_bytes: u32,
 }
 
 impl AmpduLimit {
     /// No aggregation.
-    pub const OFF: AmpduLimit = AmpduLimit { max_frames: 1, max_bytes: 65_535 };
+    pub const OFF: AmpduLimit = AmpduLimit { max_frames: 1, max_bytes: 65_535, max_amsdu_bytes: 0 };
     /// 802.11n: a block-ack window of 64 MPDUs, 65 535-byte A-MPDUs (maximum A-MPDU length
     /// exponent 3, 802.11-2016 9.4.2.56.3).
-    pub const HT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 65_535 };
+    pub const HT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 65_535, max_amsdu_bytes: 0 };
     /// 802.11ac: 64 MPDUs, 1 048 575-byte A-MPDUs (exponent 7, 9.4.2.158.2).
-    pub const VHT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 1_048_575 };
+    pub const VHT: AmpduLimit = AmpduLimit { max_frames: 64, max_bytes: 1_048_575, max_amsdu_bytes: 0 };
+
+    /// Whether this category sends several MSDUs per PPDU at all.
+    pub fn aggregates(&self) -> bool {
+        self.max_frames > 1 || self.max_amsdu_bytes > 0
+    }
 }
 
 impl Default for StationConfig {
