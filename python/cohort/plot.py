@@ -2,8 +2,9 @@
 
 Usage: ``python -m cohort.plot KIND REPORT.json OUT.png`` with KIND one of ``coding`` (kernel
 throughput and decoder comparison), ``lrt`` (delay CDFs of LRT and the block scheme),
-``fidelity``, ``transport``, ``group`` (GCBRR against its baselines) or ``coorp-gate`` (how fast
-the bulk gate holds and releases a foreign upload). The Rust
+``fidelity``, ``transport``, ``group`` (GCBRR against its baselines), ``coorp`` (reaction times
+of every seed-000 system and the scalability sweep) or ``coorp-gate`` (how fast the bulk gate
+holds and releases a foreign upload). The Rust
 CLI calls this for ``--out``. Exit status 2 means bad arguments or a report of the wrong shape.
 """
 
@@ -105,6 +106,48 @@ def plot_fidelity(report: dict[str, Any], out: Path) -> None:
     ax.set_ylabel("CDF")
     ax.set_title(f"one-way {p['owd_ms']} ms, {p['load_mbps']} Mbit/s of probes, loss {p['loss']}")
     ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+COORP_COLORS = {
+    "no_bh": "black",
+    "edca": "tab:red",
+    "schedwifi": "tab:blue",
+    "coorp": "tab:green",
+    "coorp_global": "tab:olive",
+    "coorp_local": "tab:cyan",
+}
+
+
+def plot_coorp(report: dict[str, Any], out: Path) -> None:
+    """One panel per NIC profile: every system's reaction-time CDF (control marked) with the
+    33 ms boundary; the last panel: the scalability sweep against seed 000's model."""
+    _need(report, "profiles", "scalability")
+    profiles = report["profiles"]
+    fig, axes = plt.subplots(1, len(profiles) + 1, figsize=(6 * (len(profiles) + 1), 4.5), squeeze=False)
+    for ax, (name, prof) in zip(axes[0], profiles.items(), strict=False):
+        for system, figs in prof["sim"].items():
+            label = f"{system}: {figs['violation_share'] * 100:.1f}% over, util {figs['bh_utilization']:.2f}"
+            _cdf(ax, figs["reaction_ms"]["cdf"], label=label, color=COORP_COLORS.get(system))
+        ax.axvline(33.0, color="gray", linestyle="--", linewidth=1)
+        ax.set_xlabel("reaction time (ms)")
+        ax.set_ylabel("CDF")
+        ax.set_title(f"NIC profile {name}, control marked")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+    ax = axes[0][-1]
+    sweep = report["scalability"]
+    robots = [p["robots"] for p in sweep]
+    ax.plot(robots, [p["violation_share"] * 100 for p in sweep], "o-", color="tab:green", label="simulated")
+    ax.plot(robots, [p["model_violation_share"] * 100 for p in sweep], "o:", color="gray", label="Eqs. 1-2")
+    ax.axhline(5.0, color="tab:red", linestyle="--", linewidth=1)
+    ax.set_xlabel("robots")
+    ax.set_ylabel("loops over 33 ms (%)")
+    ax.set_title("COORP scalability")
+    ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
@@ -261,6 +304,7 @@ PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "fidelity": plot_fidelity,
     "transport": plot_transport,
     "group": plot_group,
+    "coorp": plot_coorp,
     "coorp-gate": plot_coorp_gate,
 }
 

@@ -37,6 +37,22 @@ def test_lrt_chart(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
+def test_coorp_chart(tmp_path: Path) -> None:
+    figs = {"violation_share": 0.01, "bh_utilization": 0.9, "reaction_ms": {"cdf": [5.0, 8.0, 40.0]}}
+    report = {
+        "profiles": {"per_ac": {"sim": {"edca": figs, "coorp": figs}}},
+        "scalability": [
+            {"robots": 2, "violation_share": 0.0, "model_violation_share": 0.0},
+            {"robots": 10, "violation_share": 0.02, "model_violation_share": 0.01},
+        ],
+    }
+    out = tmp_path / "c.png"
+    assert plot.main(["coorp", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    del report["scalability"]
+    assert plot.main(["coorp", str(write(tmp_path, report)), str(out)]) == 2
+
+
 def test_coorp_gate_chart(tmp_path: Path) -> None:
     spread = {"n": 3, "p50": 0.1, "p99": 0.2, "max": 0.2, "cdf": [0.0, 0.1, 0.2]}
     report = {key: spread for key in ("pause_ms", "resume_ms", "netlink_us", "probe_owd_ms_held", "probe_owd_ms_open")}
