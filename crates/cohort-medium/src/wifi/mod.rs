@@ -45,6 +45,8 @@
 pub mod aggregation;
 pub mod bianchi;
 mod medium;
+pub mod nic;
+pub mod nic_scenario;
 pub mod ns3_matrix;
 pub mod phy;
 pub mod scenario;
@@ -52,6 +54,7 @@ mod types;
 
 pub use aggregation::{Aggregation, PerAc};
 pub use medium::Medium;
+pub use nic::NicProfile;
 pub use phy::{Phy, PhyKind};
 pub use scenario::{BianchiCase, BianchiResult, EdcaSatReport, EdcaSatScenario, bianchi_cases};
 pub use types::{
@@ -217,3 +220,6 @@ mod tests;
 
 #[cfg(test)]
 mod tests_agg;
+
+#[cfg(test)]
+mod tests_nic;
