@@ -1,5 +1,6 @@
 //! The contention state machine. See the [module docs](super).
 
+use super::nic::{IN_HANDOFF, IN_HOST};
 use super::phy::{MAC_OVERHEAD_BYTES, QOS_MAC_OVERHEAD_BYTES};
 use super::types::{
     AcStats, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_PREAMBLE_DETECTION, StationConfig, Timing,
@@ -45,13 +46,16 @@ struct Frame<H> {
     bytes: usize,
     /// Sequence number in its category's queue, for the block-ack window.
     seq: u32,
+    /// Under [`NicProfile::SharedTx`](super::NicProfile::SharedTx): rank in the card's transmit path once handed over,
+    /// or [`IN_HOST`]/[`IN_HANDOFF`] before. Unused (0) under `PerAc`.
+    ticket: u64,
 }
 
 impl<H> AcState<H> {
     /// Whether the category contends: data or an ADDBA Response waits.
     #[inline]
     fn has_work(&self) -> bool {
-        !self.queue.is_empty() || !self.addba_resp.is_empty()
+        (!self.queue.is_empty() && !self.blocked) || !self.addba_resp.is_empty()
     }
 }
 
@@ -99,6 +103,11 @@ struct AcState<H> {
     /// The recipient of an A-MPDU whose block ack never came: the next access sends it a
     /// BlockAckReq before any data.
     bar_pending: Option<usize>,
+    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx): the category's data is not at the head of the card's
+    /// transmit path, so it does not contend (see [`super::nic`]). Always false for `PerAc`.
+    blocked: bool,
+    /// Frames at the front of the queue the next PPDU may draw from (`usize::MAX`: all).
+    agg_room: usize,
 }
 
 #[derive(Debug)]
@@ -187,6 +196,10 @@ pub struct Medium<H> {
     /// [`Medium::next_tx`] until something changes a contender (a transmission, a frame
     /// reaching an empty queue): the driver asks for it after every event.
     next_tx_cache: std::cell::Cell<Option<Option<Instant>>>,
+    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx) hand-overs under way: when each ends, order, station, AC.
+    handoffs: BinaryHeap<Reverse<(Instant, u64, usize, usize)>>,
+    /// Rank of the next frame to complete a hand-over (and of hand-overs started).
+    nic_seq: u64,
 }
 
 impl<H: Clone> Medium<H> {
@@ -207,6 +220,7 @@ impl<H: Clone> Medium<H> {
             if let Some(r) = s.data_mbps {
                 Phy::validate_rate(r).map_err(MediumError::Station)?;
             }
+            s.nic.validate().map_err(MediumError::Station)?;
         }
         let stations = stations
             .iter()
@@ -223,6 +237,8 @@ impl<H: Clone> Medium<H> {
                     ba_peers: Vec::new(),
                     addba_resp: VecDeque::new(),
                     bar_pending: None,
+                    blocked: false,
+                    agg_room: usize::MAX,
                 }),
             })
             .collect();
@@ -246,6 +262,8 @@ impl<H: Clone> Medium<H> {
             groups: Vec::new(),
             ok: Vec::new(),
             next_tx_cache: std::cell::Cell::new(None),
+            handoffs: BinaryHeap::new(),
+            nic_seq: 0,
         })
     }
 
@@ -413,11 +431,7 @@ impl<H: Clone> Medium<H> {
             Dest::Unicast(d) if d == station => return Err(MediumError::SelfAddressed(d)),
             _ => {}
         }
-        // Backoff counts on the slot grid that starts when the medium's AIFS ends, so that
-        // stations whose counters reach zero in the same slot really do collide.
-        let aifs = self.phy.aifs(self.edca[ac.index()].aifsn);
-        let grid = self.busy_until + aifs;
-        let start = if now <= grid { grid } else { on_grid(grid, now, self.phy.slot) };
+        let start = self.contention_start(ac.index(), now);
         let depth = self.stations[station].cfg.queue_depth;
         let s = &mut self.stations[station].acs[ac.index()];
         s.stats.enqueued += 1;
@@ -429,9 +443,14 @@ impl<H: Clone> Medium<H> {
         let was_empty = !s.has_work();
         let seq = s.next_seq;
         s.next_seq = seq.wrapping_add(1);
-        s.queue.push_back(Frame { handle, dest, bytes, seq });
+        let shared = self.stations[station].cfg.nic.is_shared();
+        let s = &mut self.stations[station].acs[ac.index()];
+        s.queue.push_back(Frame { handle, dest, bytes, seq, ticket: if shared { IN_HOST } else { 0 } });
         s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
-        if was_empty {
+        if shared {
+            // The frame waits in the host until the card has room for it.
+            self.nic_refill(station, now);
+        } else if was_empty {
             self.next_tx_cache.set(None);
             // A frame arriving at an idle queue starts a fresh backoff (no immediate access;
             // ns-3 and most drivers behave alike under load).
@@ -440,6 +459,71 @@ impl<H: Clone> Medium<H> {
             self.draw_backoff(station, ac.index());
         }
         Ok(())
+    }
+
+    /// Where a category that starts contending at `now` counts its backoff from: backoff
+    /// counts on the slot grid that starts when the medium's AIFS ends, so that stations
+    /// whose counters reach zero in the same slot really do collide.
+    fn contention_start(&self, ac: usize, now: Instant) -> Instant {
+        let aifs = self.phy.aifs(self.edca[ac].aifsn);
+        let grid = self.busy_until + aifs;
+        if now <= grid { grid } else { on_grid(grid, now, self.phy.slot) }
+    }
+
+    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx): starts handing frames of `st` over to its card, each AC as
+    /// far as the card has room for it; each hand-over ends `handoff` after `now`.
+    fn nic_refill(&mut self, st: usize, now: Instant) {
+        let (room, handoff) = (self.stations[st].cfg.nic.buffer_frames(), self.stations[st].cfg.nic.handoff());
+        for ac in (0..4).rev() {
+            let q = &mut self.stations[st].acs[ac].queue;
+            for f in q.iter_mut().take(room) {
+                if f.ticket == IN_HOST {
+                    f.ticket = IN_HANDOFF;
+                    self.nic_seq += 1;
+                    self.handoffs.push(Reverse((now + handoff, self.nic_seq, st, ac)));
+                }
+            }
+        }
+    }
+
+    /// The earliest hand-over ends: its frame joins the card's transmit path.
+    fn nic_arrive(&mut self) {
+        let Some(Reverse((at, _, st, ac))) = self.handoffs.pop() else { return };
+        self.nic_seq += 1;
+        let rank = self.nic_seq;
+        if let Some(f) = self.stations[st].acs[ac].queue.iter_mut().find(|f| f.ticket == IN_HANDOFF) {
+            f.ticket = rank;
+        }
+        self.nic_update(st, at);
+    }
+
+    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx): lets only the category at the head of `st`'s transmit path
+    /// contend, with the frames handed over before any other category's as its A-MPDU room.
+    /// A category that reaches the head starts a fresh backoff at `now`.
+    fn nic_update(&mut self, st: usize, now: Instant) {
+        let fronts: [u64; 4] = std::array::from_fn(|ac| {
+            self.stations[st].acs[ac].queue.front().map_or(IN_HOST, |f| f.ticket).min(IN_HANDOFF)
+        });
+        let head = (0..4).filter(|&a| fronts[a] < IN_HANDOFF).min_by_key(|&a| fronts[a]);
+        for ac in 0..4 {
+            let start = self.contention_start(ac, now);
+            let s = &mut self.stations[st].acs[ac];
+            let was = s.has_work();
+            if Some(ac) == head {
+                let limit = (0..4).filter(|&b| b != ac).map(|b| fronts[b]).min().unwrap_or(IN_HANDOFF);
+                s.agg_room = s.queue.iter().take_while(|f| f.ticket < limit).count();
+                s.blocked = false;
+            } else {
+                s.agg_room = 0;
+                s.blocked = true;
+            }
+            if !was && s.has_work() {
+                s.count_from = start;
+                s.attempts = 0;
+                self.draw_backoff(st, ac);
+            }
+        }
+        self.next_tx_cache.set(None);
     }
 
     /// When a contender's backoff expires.
@@ -481,7 +565,10 @@ impl<H: Clone> Medium<H> {
 
     /// When `handle_timeout` or `poll_event` next has something to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let ev = self.pending.peek().map(|e| e.0.0);
+        let mut ev = self.pending.peek().map(|e| e.0.0);
+        if let Some(Reverse((h, ..))) = self.handoffs.peek() {
+            ev = Some(ev.map_or(*h, |e| e.min(*h)));
+        }
         match (ev, self.next_tx()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -499,11 +586,19 @@ impl<H: Clone> Medium<H> {
     /// Runs every transmission that starts by `now`. The outcome of an exchange (deliveries,
     /// acknowledgements) is decided when it starts and reported at the times it happens.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(t) = self.next_tx() {
-            if t > now {
-                break;
+        loop {
+            let next = self.next_tx();
+            if let Some(Reverse((h, ..))) = self.handoffs.peek()
+                && *h <= now
+                && next.is_none_or(|t| *h <= t)
+            {
+                self.nic_arrive();
+                continue;
             }
-            self.transmit(t);
+            match next {
+                Some(t) if t <= now => self.transmit(t),
+                _ => break,
+            }
         }
     }
 
@@ -575,7 +670,7 @@ impl<H: Clone> Medium<H> {
     fn needs_addba(&self, st: usize, ac: usize, now: Instant) -> Option<usize> {
         let s = &self.stations[st].acs[ac];
         let Dest::Unicast(to) = s.queue.front()?.dest else { return None };
-        let wanted = (self.stations[st].cfg.ampdu[ac].max_frames > 1 && s.queue.len() > 1)
+        let wanted = (self.stations[st].cfg.ampdu[ac].max_frames > 1 && s.queue.len().min(s.agg_room) > 1)
             || self.phy.kind == super::PhyKind::Vht;
         (wanted && self.ba_view(st, ac, to, now) == BaView::Reset).then_some(to)
     }
@@ -664,8 +759,8 @@ impl<H: Clone> Medium<H> {
             g.clear();
         }
         let none = Aggregate { frames: 0, mpdus: 0, air: Duration::ZERO };
-        let q = &self.stations[st].acs[ac].queue;
-        let Some(first) = q.front() else { return none };
+        let (q, agg_room) = (&self.stations[st].acs[ac].queue, self.stations[st].acs[ac].agg_room);
+        let Some(first) = q.front().filter(|_| agg_room > 0) else { return none };
         let sifs = self.phy.sifs;
         let fits = |air: Duration, mpdus: usize| room.is_none_or(|r| air + sifs + self.response(mpdus) <= r);
         if first.dest == Dest::Broadcast {
@@ -700,7 +795,7 @@ impl<H: Clone> Medium<H> {
                 start + MPDU_DELIMITER + mpdu
             }
         };
-        for f in q.iter() {
+        for f in q.iter().take(agg_room) {
             if f.dest != first.dest {
                 break;
             }
@@ -849,6 +944,15 @@ impl<H: Clone> Medium<H> {
         self.timed_out = timed_out;
         self.busy_until = self.busy_until.max(busy_end);
         self.next_tx_cache.set(None);
+        // Shared transmit paths: frames left; refill the cards and find their new heads.
+        for (i, &(st, _)) in started.iter().enumerate() {
+            if self.stations[st].cfg.nic.is_shared() && !started[..i].iter().any(|p| p.0 == st) {
+                let after_timeout = self.timed_out.iter().filter(|o| o.0 == st).map(|o| o.2 + self.phy.ack_timeout());
+                let now = after_timeout.fold(busy_end, Instant::max);
+                self.nic_refill(st, now);
+                self.nic_update(st, now);
+            }
+        }
     }
 
     /// Whether bystander `b` detects one of the colliding PPDUs' preambles (and so receives
@@ -900,6 +1004,10 @@ impl<H: Clone> Medium<H> {
             match dest {
                 Dest::Broadcast => {
                     let Some(f) = self.stations[st].acs[ac].queue.pop_front() else { break };
+                    {
+                        let r = &mut self.stations[st].acs[ac].agg_room;
+                        *r = r.saturating_sub(1);
+                    }
                     for to in (0..self.stations.len()).filter(|&to| to != st) {
                         if !self.rng.random_bool(self.stations[to].cfg.fer) {
                             self.emit(MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive });
@@ -941,6 +1049,10 @@ impl<H: Clone> Medium<H> {
                     for good in ok.iter().copied() {
                         let Some(f) = self.stations[st].acs[ac].queue.pop_front() else { break };
                         if good {
+                            {
+                                let r = &mut self.stations[st].acs[ac].agg_room;
+                                *r = r.saturating_sub(1);
+                            }
                             self.emit(MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive });
                             self.done(st, ac, f.handle, at, f.bytes);
                         } else {
@@ -1052,6 +1164,7 @@ impl<H: Clone> Medium<H> {
                 s.attempts = 0;
                 s.cw = params.cw_min;
                 if let Some(f) = s.queue.pop_front() {
+                    s.agg_room = s.agg_room.saturating_sub(1);
                     self.emit(MediumEvent::Dropped { station: st, ac: Ac::ALL[ac], handle: f.handle, at: end, reason });
                 }
             }

@@ -94,9 +94,8 @@ impl VoBehindBulk {
             nic: self.nic,
             ..StationConfig::default()
         };
-        let mut m: Medium<usize> =
-            Medium::new(phy, EdcaParams::defaults(&phy), &vec![cfg; self.stations], self.seed)?
-                .with_timing(CHANNEL_TIMING);
+        let mut m: Medium<usize> = Medium::new(phy, EdcaParams::defaults(&phy), &vec![cfg; self.stations], self.seed)?
+            .with_timing(CHANNEL_TIMING);
         let period = Duration::from_secs_f64(1.0 / self.vo_hz);
         let frags = self.vo_bytes.div_ceil(self.msdu_bytes).max(1);
         let end = Instant::ZERO + self.duration;
@@ -151,7 +150,8 @@ impl VoBehindBulk {
                         }
                     }
                     MediumEvent::Sent { station, ac, handle, at, attempts } => {
-                        for x in [1, *station as u64, ac.index() as u64, *handle as u64, at.as_nanos(), *attempts as u64]
+                        for x in
+                            [1, *station as u64, ac.index() as u64, *handle as u64, at.as_nanos(), *attempts as u64]
                         {
                             fnv(&mut hash, x);
                         }
