@@ -39,6 +39,9 @@ const FAILED_ADDBA_TIMEOUT: Duration = Duration::from_millis(200);
 /// An A-MSDU subframe header: DA, SA, length (9.3.2.2.2).
 const AMSDU_SUBFRAME_HEADER: usize = 14;
 
+/// A hand-over entry that refills a card instead of ending a frame's hand-over.
+const NIC_REFILL: usize = usize::MAX;
+
 #[derive(Debug)]
 struct Frame<H> {
     handle: H,
@@ -196,7 +199,8 @@ pub struct Medium<H> {
     /// [`Medium::next_tx`] until something changes a contender (a transmission, a frame
     /// reaching an empty queue): the driver asks for it after every event.
     next_tx_cache: std::cell::Cell<Option<Option<Instant>>>,
-    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx) hand-overs under way: when each ends, order, station, AC.
+    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx) hand-overs under way: when each
+    /// ends, order, station, AC (or [`NIC_REFILL`]: when the card reports frames done).
     handoffs: BinaryHeap<Reverse<(Instant, u64, usize, usize)>>,
     /// Rank of the next frame to complete a hand-over (and of hand-overs started).
     nic_seq: u64,
@@ -237,7 +241,8 @@ impl<H: Clone> Medium<H> {
                     ba_peers: Vec::new(),
                     addba_resp: VecDeque::new(),
                     bar_pending: None,
-                    blocked: false,
+                    // A shared path lets a category contend once a frame of it is in the card.
+                    blocked: cfg.nic.is_shared(),
                     agg_room: usize::MAX,
                 }),
             })
@@ -394,6 +399,17 @@ impl<H: Clone> Medium<H> {
         self.stations.get(station).map_or(0, |s| s.acs[ac.index()].queue.len())
     }
 
+    /// Frames of `ac` handed to the station's card and waiting there (in hand-over or in its
+    /// buffer; not those on the air): under `PerAc` the whole queue, under `SharedTx` at most
+    /// `buffer_frames`, the rest waiting in the host. Seed 000's Fig. 11 counts these, all
+    /// categories together, when a latency-sensitive frame arrives.
+    pub fn nic_backlog(&self, station: usize, ac: Ac) -> usize {
+        self.stations.get(station).map_or(0, |s| {
+            let q = &s.acs[ac.index()].queue;
+            if s.cfg.nic.is_shared() { q.iter().take_while(|f| f.ticket != IN_HOST).count() } else { q.len() }
+        })
+    }
+
     /// Time the channel carried frames (or collisions) so far.
     pub fn busy_time(&self) -> Duration {
         self.airtime_busy
@@ -486,9 +502,13 @@ impl<H: Clone> Medium<H> {
         }
     }
 
-    /// The earliest hand-over ends: its frame joins the card's transmit path.
+    /// The earliest hand-over ends: its frame joins the card's transmit path (or, for a
+    /// [`NIC_REFILL`] entry, the card reports frames done and the driver refills it).
     fn nic_arrive(&mut self) {
         let Some(Reverse((at, _, st, ac))) = self.handoffs.pop() else { return };
+        if ac == NIC_REFILL {
+            return self.nic_refill(st, at);
+        }
         self.nic_seq += 1;
         let rank = self.nic_seq;
         if let Some(f) = self.stations[st].acs[ac].queue.iter_mut().find(|f| f.ticket == IN_HANDOFF) {
@@ -949,7 +969,9 @@ impl<H: Clone> Medium<H> {
             if self.stations[st].cfg.nic.is_shared() && !started[..i].iter().any(|p| p.0 == st) {
                 let after_timeout = self.timed_out.iter().filter(|o| o.0 == st).map(|o| o.2 + self.phy.ack_timeout());
                 let now = after_timeout.fold(busy_end, Instant::max);
-                self.nic_refill(st, now);
+                // The driver hands more frames over when the card reports these done.
+                self.nic_seq += 1;
+                self.handoffs.push(Reverse((now, self.nic_seq, st, NIC_REFILL)));
                 self.nic_update(st, now);
             }
         }
