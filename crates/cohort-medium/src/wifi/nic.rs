@@ -49,7 +49,32 @@
 //!   its own URB to the AC's bulk-out endpoint (`mt76u_tx_queue_skb`, `mt76u_tx_kick`;
 //!   endpoints `MT_EP_OUT_AC_BE` ... `MT_EP_OUT_AC_VO`, `mt76.h`).
 //!
-//! These values are stated from the sources, not fitted to any outcome of seed 000.
+//! # What the sources do and do not say
+//!
+//! mt76 itself keeps the categories apart up to the bus: one software/hardware queue pair
+//! per AC (`mt76_txq_schedule(dev, qid)`) and one USB bulk-out endpoint per AC. That the
+//! card then serves them through one path is seed 000's finding on this very card (§II-C:
+//! the VO flow waits for BE packets already delivered to the WNIC, with fq_codel ruling out
+//! the host; Fig. 11: BE packets in the WNIC queue when VO packets enqueue), not something
+//! the driver code shows; the chip's firmware and packet buffer are closed. `SharedTx`
+//! takes the finding at face value and keeps per-AC EDCA for the head frame, since the
+//! per-AC EDCA registers are programmed and nothing in the sources says they are bypassed.
+//! Not modelled: the bus's own rate (a 1.5 kB URB takes some 25 µs at 480 Mbit/s, well
+//! below the air time it feeds), frames still on the air counting against the buffer
+//! (their room is refilled when the card reports them done, as mt76 refills on tx status),
+//! and any reordering the firmware might do inside the buffer.
+//!
+//! These values are stated from the sources, not fitted to any outcome of seed 000. What
+//! they give (`cargo run --release -p cohort-medium --example nic_profiles -- 60 3`: 5
+//! stations, VHT 433.3 Mbit/s, station 1 with an AC_BE backlog and a 4096-byte AC_VO
+//! message at 30 Hz, 3 seeds × 59 s, 5307 messages per row), VO message delay in ms:
+//!
+//! | BE senders | profile | p50 | p90 | p99 | max | > 33 ms | BE Mbit/s |
+//! |---|---|---|---|---|---|---|---|
+//! | 1 | per_ac | 1.01 | 1.59 | 2.65 | 2.99 | 0 | 357.1 |
+//! | 1 | shared_tx | 3.18 | 3.74 | 3.91 | 4.01 | 0 | 356.0 |
+//! | 4 | per_ac | 1.20 | 2.78 | 5.48 | 8.70 | 0 | 301.7 |
+//! | 4 | shared_tx | 12.10 | 38.43 | 118.10 | 327.14 | 696 | 299.9 |
 
 use std::time::Duration;
 

@@ -9,7 +9,9 @@ use std::time::Duration;
 #[serde(default)]
 pub struct StationConfig {
     /// Frames each access-category queue holds: the WNIC's hardware queue (seed 000 §II-C).
-    /// 64 is a typical per-AC ring of a mac80211 driver such as mt76.
+    /// 64 is a typical per-AC ring of a mac80211 driver such as mt76. Under
+    /// [`NicProfile::SharedTx`] the queue's first `buffer_frames` are in the card and the
+    /// rest in the host.
     pub queue_depth: usize,
     /// Unicast data rate; `None` uses the channel's.
     pub data_mbps: Option<f64>,
