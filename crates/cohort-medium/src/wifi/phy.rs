@@ -212,6 +212,17 @@ impl Phy {
         matches!(self.kind, PhyKind::Ht | PhyKind::Vht).then_some(Duration::from_micros(5484))
     }
 
+    /// Air time of a group-addressed control frame (such as CF-End) of `bytes`, sent as ns-3
+    /// sends them, at the PHY's first (lowest) mode (`WifiRemoteStationManager::
+    /// GetNonUnicastMode`): 6 Mbit/s OFDM in 5 GHz, but on 802.11g the 1 Mbit/s DSSS mode
+    /// with the long preamble (192 µs), since an ERP PHY also carries the DSSS rates.
+    pub fn group_control_duration(&self, bytes: usize) -> Duration {
+        match self.kind {
+            PhyKind::ErpOfdm => Duration::from_micros(192 + 8 * bytes as u64),
+            _ => self.legacy_duration(bytes, self.lowest_mbps()),
+        }
+    }
+
     /// Air time of an ACK (14 bytes) at the basic rate.
     pub fn ack_duration(&self) -> Duration {
         self.legacy_duration(ACK_BYTES, self.basic_mbps)
