@@ -1,6 +1,6 @@
 //! The contention state machine. See the [module docs](super).
 
-use super::nic::{IN_HANDOFF, IN_HOST};
+use super::nic::IN_HOST;
 use super::phy::{MAC_OVERHEAD_BYTES, QOS_MAC_OVERHEAD_BYTES};
 use super::types::{
     AcStats, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_PREAMBLE_DETECTION, StationConfig, Timing,
@@ -14,6 +14,8 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 mod block_ack;
+mod nic_path;
+use nic_path::NIC_REFILL;
 
 /// Control frame lengths (802.11-2016 9.3.1): RTS 20, CTS 14, compressed BlockAck 32 bytes;
 /// each A-MPDU subframe carries a 4-byte delimiter (9.7.1) and is padded to 4 bytes.
@@ -40,9 +42,6 @@ const ADDBA_RESPONSE_TIMEOUT: Duration = Duration::from_millis(5);
 const FAILED_ADDBA_TIMEOUT: Duration = Duration::from_millis(200);
 /// An A-MSDU subframe header: DA, SA, length (9.3.2.2.2).
 const AMSDU_SUBFRAME_HEADER: usize = 14;
-
-/// A hand-over entry that refills a card instead of ending a frame's hand-over.
-const NIC_REFILL: usize = usize::MAX;
 
 #[derive(Debug)]
 struct Frame<H> {
@@ -405,17 +404,6 @@ impl<H: Clone> Medium<H> {
         self.stations.get(station).map_or(0, |s| s.acs[ac.index()].queue.len())
     }
 
-    /// Frames of `ac` handed to the station's card and waiting there (in hand-over or in its
-    /// buffer; not those on the air): under `PerAc` the whole queue, under `SharedTx` at most
-    /// `buffer_frames`, the rest waiting in the host. Seed 000's Fig. 11 counts these, all
-    /// categories together, when a latency-sensitive frame arrives.
-    pub fn nic_backlog(&self, station: usize, ac: Ac) -> usize {
-        self.stations.get(station).map_or(0, |s| {
-            let q = &s.acs[ac.index()].queue;
-            if s.cfg.nic.is_shared() { q.iter().take_while(|f| f.ticket != IN_HOST).count() } else { q.len() }
-        })
-    }
-
     /// Time the channel carried frames (or collisions) so far.
     pub fn busy_time(&self) -> Duration {
         self.airtime_busy
@@ -490,66 +478,6 @@ impl<H: Clone> Medium<H> {
         let aifs = self.phy.aifs(self.edca[ac].aifsn);
         let grid = self.busy_until + aifs;
         if now <= grid { grid } else { on_grid(grid, now, self.phy.slot) }
-    }
-
-    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx): starts handing frames of `st` over to its card, each AC as
-    /// far as the card has room for it; each hand-over ends `handoff` after `now`.
-    fn nic_refill(&mut self, st: usize, now: Instant) {
-        let (room, handoff) = (self.stations[st].cfg.nic.buffer_frames(), self.stations[st].cfg.nic.handoff());
-        for ac in (0..4).rev() {
-            let q = &mut self.stations[st].acs[ac].queue;
-            for f in q.iter_mut().take(room) {
-                if f.ticket == IN_HOST {
-                    f.ticket = IN_HANDOFF;
-                    self.nic_seq += 1;
-                    self.handoffs.push(Reverse((now + handoff, self.nic_seq, st, ac)));
-                }
-            }
-        }
-    }
-
-    /// The earliest hand-over ends: its frame joins the card's transmit path (or, for a
-    /// [`NIC_REFILL`] entry, the card reports frames done and the driver refills it).
-    fn nic_arrive(&mut self) {
-        let Some(Reverse((at, _, st, ac))) = self.handoffs.pop() else { return };
-        if ac == NIC_REFILL {
-            return self.nic_refill(st, at);
-        }
-        self.nic_seq += 1;
-        let rank = self.nic_seq;
-        if let Some(f) = self.stations[st].acs[ac].queue.iter_mut().find(|f| f.ticket == IN_HANDOFF) {
-            f.ticket = rank;
-        }
-        self.nic_update(st, at);
-    }
-
-    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx): lets only the category at the head of `st`'s transmit path
-    /// contend, with the frames handed over before any other category's as its A-MPDU room.
-    /// A category that reaches the head starts a fresh backoff at `now`.
-    fn nic_update(&mut self, st: usize, now: Instant) {
-        let fronts: [u64; 4] = std::array::from_fn(|ac| {
-            self.stations[st].acs[ac].queue.front().map_or(IN_HOST, |f| f.ticket).min(IN_HANDOFF)
-        });
-        let head = (0..4).filter(|&a| fronts[a] < IN_HANDOFF).min_by_key(|&a| fronts[a]);
-        for ac in 0..4 {
-            let start = self.contention_start(ac, now);
-            let s = &mut self.stations[st].acs[ac];
-            let was = s.has_work();
-            if Some(ac) == head {
-                let limit = (0..4).filter(|&b| b != ac).map(|b| fronts[b]).min().unwrap_or(IN_HANDOFF);
-                s.agg_room = s.queue.iter().take_while(|f| f.ticket < limit).count();
-                s.blocked = false;
-            } else {
-                s.agg_room = 0;
-                s.blocked = true;
-            }
-            if !was && s.has_work() {
-                s.count_from = start;
-                s.attempts = 0;
-                self.draw_backoff(st, ac);
-            }
-        }
-        self.next_tx_cache.set(None);
     }
 
     /// When a contender's backoff expires.
