@@ -59,7 +59,7 @@ impl<H> AcState<H> {
     /// Whether the category contends: data or an ADDBA Response waits.
     #[inline]
     fn has_work(&self) -> bool {
-        (!self.queue.is_empty() && !self.blocked) || !self.addba_resp.is_empty()
+        !self.queue.is_empty() || !self.addba_resp.is_empty()
     }
 }
 
@@ -107,11 +107,11 @@ struct AcState<H> {
     /// The recipient of an A-MPDU whose block ack never came: the next access sends it a
     /// BlockAckReq before any data.
     bar_pending: Option<usize>,
-    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx): the category's data is not at the head of the card's
-    /// transmit path, so it does not contend (see [`super::nic`]). Always false for `PerAc`.
-    blocked: bool,
-    /// Frames at the front of the queue the next PPDU may draw from (`usize::MAX`: all).
-    agg_room: usize,
+    /// Under [`NicProfile::SharedTx`](super::NicProfile::SharedTx), the frames behind
+    /// `queue` that the card may not serve yet: in the host, in hand-over, or in the card
+    /// behind another category's frame (see [`super::nic`]). `queue` then holds only the
+    /// frames at the head of the card's transmit path. Always empty under `PerAc`.
+    held: VecDeque<Frame<H>>,
 }
 
 #[derive(Debug)]
@@ -208,6 +208,8 @@ pub struct Medium<H> {
     handoffs: BinaryHeap<Reverse<(Instant, u64, usize, usize)>>,
     /// Rank of the next frame to complete a hand-over (and of hand-overs started).
     nic_seq: u64,
+    /// Whether any station has a shared transmit path (`PerAc` channels skip its hooks).
+    any_shared: bool,
 }
 
 impl<H: Clone> Medium<H> {
@@ -230,6 +232,7 @@ impl<H: Clone> Medium<H> {
             }
             s.nic.validate().map_err(MediumError::Station)?;
         }
+        let any_shared = stations.iter().any(|s| s.nic.is_shared());
         let stations = stations
             .iter()
             .map(|&cfg| Station {
@@ -246,8 +249,7 @@ impl<H: Clone> Medium<H> {
                     addba_resp: VecDeque::new(),
                     bar_pending: None,
                     // A shared path lets a category contend once a frame of it is in the card.
-                    blocked: cfg.nic.is_shared(),
-                    agg_room: usize::MAX,
+                    held: VecDeque::new(),
                 }),
             })
             .collect();
@@ -273,6 +275,7 @@ impl<H: Clone> Medium<H> {
             next_tx_cache: std::cell::Cell::new(None),
             handoffs: BinaryHeap::new(),
             nic_seq: 0,
+            any_shared,
             nav: None,
         })
     }
@@ -396,12 +399,12 @@ impl<H: Clone> Medium<H> {
     /// Counters of a station's access category.
     pub fn stats(&self, station: usize, ac: Ac) -> Option<AcStats> {
         let s = &self.stations.get(station)?.acs[ac.index()];
-        Some(AcStats { queue_len: s.queue.len(), ..s.stats })
+        Some(AcStats { queue_len: s.queue.len() + s.held.len(), ..s.stats })
     }
 
     /// Frames waiting in a station's queue.
     pub fn queue_len(&self, station: usize, ac: Ac) -> usize {
-        self.stations.get(station).map_or(0, |s| s.acs[ac.index()].queue.len())
+        self.stations.get(station).map_or(0, |s| s.acs[ac.index()].queue.len() + s.acs[ac.index()].held.len())
     }
 
     /// Time the channel carried frames (or collisions) so far.
@@ -445,7 +448,7 @@ impl<H: Clone> Medium<H> {
         let depth = self.stations[station].cfg.queue_depth;
         let s = &mut self.stations[station].acs[ac.index()];
         s.stats.enqueued += 1;
-        if s.queue.len() >= depth {
+        if s.queue.len() + s.held.len() >= depth {
             s.stats.queue_drops += 1;
             self.emit(MediumEvent::Dropped { station, ac, handle, at: now, reason: DropReason::QueueFull });
             return Err(MediumError::QueueFull);
@@ -453,14 +456,18 @@ impl<H: Clone> Medium<H> {
         let was_empty = !s.has_work();
         let seq = s.next_seq;
         s.next_seq = seq.wrapping_add(1);
-        let shared = self.stations[station].cfg.nic.is_shared();
-        let s = &mut self.stations[station].acs[ac.index()];
-        s.queue.push_back(Frame { handle, dest, bytes, seq, ticket: if shared { IN_HOST } else { 0 } });
-        s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
-        if shared {
+        if self.any_shared && self.stations[station].cfg.nic.is_shared() {
             // The frame waits in the host until the card has room for it.
+            let s = &mut self.stations[station].acs[ac.index()];
+            s.held.push_back(Frame { handle, dest, bytes, seq, ticket: IN_HOST });
+            s.stats.max_queue = s.stats.max_queue.max(s.queue.len() + s.held.len());
             self.nic_refill(station, now);
-        } else if was_empty {
+            return Ok(());
+        }
+        let s = &mut self.stations[station].acs[ac.index()];
+        s.queue.push_back(Frame { handle, dest, bytes, seq, ticket: 0 });
+        s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
+        if was_empty {
             self.next_tx_cache.set(None);
             // A frame arriving at an idle queue starts a fresh backoff (no immediate access;
             // ns-3 and most drivers behave alike under load).
@@ -540,19 +547,14 @@ impl<H: Clone> Medium<H> {
     /// Runs every transmission that starts by `now`. The outcome of an exchange (deliveries,
     /// acknowledgements) is decided when it starts and reported at the times it happens.
     pub fn handle_timeout(&mut self, now: Instant) {
-        loop {
-            let next = self.next_tx();
-            if let Some(Reverse((h, ..))) = self.handoffs.peek()
-                && *h <= now
-                && next.is_none_or(|t| *h <= t)
-            {
-                self.nic_arrive();
-                continue;
+        if self.any_shared {
+            return self.nic_handle_timeout(now);
+        }
+        while let Some(t) = self.next_tx() {
+            if t > now {
+                break;
             }
-            match next {
-                Some(t) if t <= now => self.transmit(t),
-                _ => break,
-            }
+            self.transmit(t);
         }
     }
 
@@ -704,6 +706,15 @@ impl<H: Clone> Medium<H> {
         self.busy_until = self.busy_until.max(busy_end);
         self.next_tx_cache.set(None);
         // Shared transmit paths: frames left; refill the cards and find their new heads.
+        if self.any_shared {
+            self.nic_after(&started, busy_end);
+        }
+    }
+
+    /// After an exchange that started `started`'s PPDUs and ended at `busy_end`: their
+    /// stations' cards under a shared transmit path refill when the frames are reported done
+    /// and serve their new head.
+    fn nic_after(&mut self, started: &[(usize, usize)], busy_end: Instant) {
         for (i, &(st, _)) in started.iter().enumerate() {
             if self.stations[st].cfg.nic.is_shared() && !started[..i].iter().any(|p| p.0 == st) {
                 let after_timeout = self.timed_out.iter().filter(|o| o.0 == st).map(|o| o.2 + self.phy.ack_timeout());
@@ -768,10 +779,6 @@ impl<H: Clone> Medium<H> {
             match dest {
                 Dest::Broadcast => {
                     let Some(f) = self.stations[st].acs[ac].queue.pop_front() else { break };
-                    {
-                        let r = &mut self.stations[st].acs[ac].agg_room;
-                        *r = r.saturating_sub(1);
-                    }
                     for to in (0..self.stations.len()).filter(|&to| to != st) {
                         if !self.rng.random_bool(self.stations[to].cfg.fer) {
                             self.emit(MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive });
@@ -813,10 +820,6 @@ impl<H: Clone> Medium<H> {
                     for good in ok.iter().copied() {
                         let Some(f) = self.stations[st].acs[ac].queue.pop_front() else { break };
                         if good {
-                            {
-                                let r = &mut self.stations[st].acs[ac].agg_room;
-                                *r = r.saturating_sub(1);
-                            }
                             self.emit(MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive });
                             self.done(st, ac, f.handle, at, f.bytes);
                         } else {
@@ -930,7 +933,6 @@ impl<H: Clone> Medium<H> {
                 s.attempts = 0;
                 s.cw = params.cw_min;
                 if let Some(f) = s.queue.pop_front() {
-                    s.agg_room = s.agg_room.saturating_sub(1);
                     self.emit(MediumEvent::Dropped { station: st, ac: Ac::ALL[ac], handle: f.handle, at: end, reason });
                 }
             }

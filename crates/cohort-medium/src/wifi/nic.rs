@@ -18,7 +18,8 @@
 //!
 //! # `SharedTx`, as modelled
 //!
-//! The station's per-AC queues become two stages. The first `buffer_frames` frames of each
+//! The station's per-AC queues become two stages (in the medium: `queue`, the frames the
+//! card may serve now, and `held`, everything else). The first `buffer_frames` frames of each
 //! AC are *in the card*; the rest wait *in the host* (mac80211's per-AC TXQs and the qdisc,
 //! fq_codel in seed 000, which keep their per-AC priority: a VO frame never waits there for
 //! BE frames). A frame moves from the host to the card when its AC has room there, and the
@@ -72,9 +73,14 @@
 //! | BE senders | profile | p50 | p90 | p99 | max | > 33 ms | BE Mbit/s |
 //! |---|---|---|---|---|---|---|---|
 //! | 1 | per_ac | 1.01 | 1.59 | 2.65 | 2.99 | 0 | 357.1 |
-//! | 1 | shared_tx | 3.18 | 3.74 | 3.91 | 4.01 | 0 | 356.0 |
+//! | 1 | shared_tx | 3.19 | 3.75 | 3.92 | 4.03 | 0 | 356.0 |
 //! | 4 | per_ac | 1.20 | 2.78 | 5.48 | 8.70 | 0 | 301.7 |
-//! | 4 | shared_tx | 12.10 | 38.43 | 118.10 | 327.14 | 696 | 299.9 |
+//! | 4 | shared_tx | 12.09 | 38.09 | 132.18 | 529.65 | 671 | 299.9 |
+//!
+//! (One of the 5307 messages in the last row lost a fragment to the retry limit.) With one
+//! bulk sender the VO message waits for the ~64 BE frames in the card (about 1.5 A-MPDUs);
+//! with four, those A-MPDUs contend with AC_BE's window (up to 1023 slots after
+//! collisions, frozen while the others send), which is where the tail comes from.
 
 use std::time::Duration;
 

@@ -41,8 +41,8 @@ impl<H: Clone> Medium<H> {
     pub(super) fn needs_addba(&self, st: usize, ac: usize, now: Instant) -> Option<usize> {
         let s = &self.stations[st].acs[ac];
         let Dest::Unicast(to) = s.queue.front()?.dest else { return None };
-        let wanted = (self.stations[st].cfg.ampdu[ac].max_frames > 1 && s.queue.len().min(s.agg_room) > 1)
-            || self.phy.kind == PhyKind::Vht;
+        let wanted =
+            (self.stations[st].cfg.ampdu[ac].max_frames > 1 && s.queue.len() > 1) || self.phy.kind == PhyKind::Vht;
         (wanted && self.ba_view(st, ac, to, now) == BaView::Reset).then_some(to)
     }
 
@@ -126,10 +126,8 @@ impl<H: Clone> Medium<H> {
             g.clear();
         }
         let none = Aggregate { frames: 0, mpdus: 0, air: Duration::ZERO };
-        // Under a shared NIC transmit path, only the frames handed over before any other
-        // category's (`agg_room`, see `super::super::nic`).
-        let (q, agg_room) = (&self.stations[st].acs[ac].queue, self.stations[st].acs[ac].agg_room);
-        let Some(first) = q.front().filter(|_| agg_room > 0) else { return none };
+        let q = &self.stations[st].acs[ac].queue;
+        let Some(first) = q.front() else { return none };
         let sifs = self.phy.sifs;
         let fits = |air: Duration, mpdus: usize| room.is_none_or(|r| air + sifs + self.response(mpdus) <= r);
         if first.dest == Dest::Broadcast {
@@ -164,7 +162,7 @@ impl<H: Clone> Medium<H> {
                 start + MPDU_DELIMITER + mpdu
             }
         };
-        for f in q.iter().take(agg_room) {
+        for f in q.iter() {
             if f.dest != first.dest {
                 break;
             }

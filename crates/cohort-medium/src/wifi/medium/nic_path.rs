@@ -15,9 +15,28 @@ impl<H: Clone> Medium<H> {
     /// categories together, when a latency-sensitive frame arrives.
     pub fn nic_backlog(&self, station: usize, ac: Ac) -> usize {
         self.stations.get(station).map_or(0, |s| {
-            let q = &s.acs[ac.index()].queue;
-            if s.cfg.nic.is_shared() { q.iter().take_while(|f| f.ticket != IN_HOST).count() } else { q.len() }
+            let s = &s.acs[ac.index()];
+            s.queue.len() + s.held.iter().take_while(|f| f.ticket != IN_HOST).count()
         })
+    }
+
+    /// [`Medium::handle_timeout`] with shared transmit paths: hand-overs that end first
+    /// change who contends, so they run before transmissions at the same instant.
+    pub(super) fn nic_handle_timeout(&mut self, now: Instant) {
+        loop {
+            let next = self.next_tx();
+            if let Some(Reverse((h, ..))) = self.handoffs.peek()
+                && *h <= now
+                && next.is_none_or(|t| *h <= t)
+            {
+                self.nic_arrive();
+                continue;
+            }
+            match next {
+                Some(t) if t <= now => self.transmit(t),
+                _ => break,
+            }
+        }
     }
 
     /// Starts handing frames of `st` over to its card, each AC as far as the card has room
@@ -25,8 +44,9 @@ impl<H: Clone> Medium<H> {
     pub(super) fn nic_refill(&mut self, st: usize, now: Instant) {
         let (room, handoff) = (self.stations[st].cfg.nic.buffer_frames(), self.stations[st].cfg.nic.handoff());
         for ac in (0..4).rev() {
-            let q = &mut self.stations[st].acs[ac].queue;
-            for f in q.iter_mut().take(room) {
+            let s = &mut self.stations[st].acs[ac];
+            let free = room.saturating_sub(s.queue.len());
+            for f in s.held.iter_mut().take(free) {
                 if f.ticket == IN_HOST {
                     f.ticket = IN_HANDOFF;
                     self.nic_seq += 1;
@@ -45,31 +65,37 @@ impl<H: Clone> Medium<H> {
         }
         self.nic_seq += 1;
         let rank = self.nic_seq;
-        if let Some(f) = self.stations[st].acs[ac].queue.iter_mut().find(|f| f.ticket == IN_HANDOFF) {
+        if let Some(f) = self.stations[st].acs[ac].held.iter_mut().find(|f| f.ticket == IN_HANDOFF) {
             f.ticket = rank;
         }
         self.nic_update(st, at);
     }
 
-    /// Lets only the category at the head of `st`'s transmit path contend, with the frames
-    /// handed over before any other category's as its A-MPDU room.
-    /// A category that reaches the head starts a fresh backoff at `now`.
+    /// Lets only the category at the head of `st`'s transmit path contend: its `queue` gets
+    /// the frames handed over before any other category's (what its next PPDUs may carry);
+    /// everything else waits in `held`. A category that reaches the head starts a fresh
+    /// backoff at `now`.
     pub(super) fn nic_update(&mut self, st: usize, now: Instant) {
         let fronts: [u64; 4] = std::array::from_fn(|ac| {
-            self.stations[st].acs[ac].queue.front().map_or(IN_HOST, |f| f.ticket).min(IN_HANDOFF)
+            let s = &self.stations[st].acs[ac];
+            s.queue.front().or(s.held.front()).map_or(IN_HOST, |f| f.ticket).min(IN_HANDOFF)
         });
         let head = (0..4).filter(|&a| fronts[a] < IN_HANDOFF).min_by_key(|&a| fronts[a]);
         for ac in 0..4 {
             let start = self.contention_start(ac, now);
+            let limit = match head {
+                Some(h) if h == ac => (0..4).filter(|&b| b != ac).map(|b| fronts[b]).min().unwrap_or(IN_HANDOFF),
+                _ => 0,
+            };
             let s = &mut self.stations[st].acs[ac];
             let was = s.has_work();
-            if Some(ac) == head {
-                let limit = (0..4).filter(|&b| b != ac).map(|b| fronts[b]).min().unwrap_or(IN_HANDOFF);
-                s.agg_room = s.queue.iter().take_while(|f| f.ticket < limit).count();
-                s.blocked = false;
-            } else {
-                s.agg_room = 0;
-                s.blocked = true;
+            while s.queue.back().is_some_and(|f| f.ticket >= limit) {
+                let Some(f) = s.queue.pop_back() else { break };
+                s.held.push_front(f);
+            }
+            while s.held.front().is_some_and(|f| f.ticket < limit.min(IN_HANDOFF)) {
+                let Some(f) = s.held.pop_front() else { break };
+                s.queue.push_back(f);
             }
             if !was && s.has_work() {
                 s.count_from = start;
