@@ -15,7 +15,6 @@ use std::time::Duration;
 
 mod block_ack;
 mod nic_path;
-use nic_path::NIC_REFILL;
 
 /// Control frame lengths (802.11-2016 9.3.1): RTS 20, CTS 14, compressed BlockAck 32 bytes;
 /// each A-MPDU subframe carries a 4-byte delimiter (9.7.1) and is padded to 4 bytes.
@@ -50,8 +49,8 @@ struct Frame<H> {
     bytes: usize,
     /// Sequence number in its category's queue, for the block-ack window.
     seq: u32,
-    /// Under [`NicProfile::SharedTx`](super::NicProfile::SharedTx): rank in the card's transmit path once handed over,
-    /// or [`IN_HOST`]/[`IN_HANDOFF`] before. Unused (0) under `PerAc`.
+    /// Under [`NicProfile::SharedTx`](super::NicProfile::SharedTx): its rank in the card's
+    /// transmit path once handed over, `IN_HOST` or `IN_HANDOFF` before. 0 under `PerAc`.
     ticket: u64,
 }
 
@@ -248,7 +247,6 @@ impl<H: Clone> Medium<H> {
                     ba_peers: Vec::new(),
                     addba_resp: VecDeque::new(),
                     bar_pending: None,
-                    // A shared path lets a category contend once a frame of it is in the card.
                     held: VecDeque::new(),
                 }),
             })
@@ -708,22 +706,6 @@ impl<H: Clone> Medium<H> {
         // Shared transmit paths: frames left; refill the cards and find their new heads.
         if self.any_shared {
             self.nic_after(&started, busy_end);
-        }
-    }
-
-    /// After an exchange that started `started`'s PPDUs and ended at `busy_end`: their
-    /// stations' cards under a shared transmit path refill when the frames are reported done
-    /// and serve their new head.
-    fn nic_after(&mut self, started: &[(usize, usize)], busy_end: Instant) {
-        for (i, &(st, _)) in started.iter().enumerate() {
-            if self.stations[st].cfg.nic.is_shared() && !started[..i].iter().any(|p| p.0 == st) {
-                let after_timeout = self.timed_out.iter().filter(|o| o.0 == st).map(|o| o.2 + self.phy.ack_timeout());
-                let now = after_timeout.fold(busy_end, Instant::max);
-                // The driver hands more frames over when the card reports these done.
-                self.nic_seq += 1;
-                self.handoffs.push(Reverse((now, self.nic_seq, st, NIC_REFILL)));
-                self.nic_update(st, now);
-            }
         }
     }
 

@@ -39,6 +39,22 @@ impl<H: Clone> Medium<H> {
         }
     }
 
+    /// After an exchange that started `started`'s PPDUs and ended at `busy_end`: their
+    /// stations' cards under a shared transmit path refill when the frames are reported done
+    /// and serve their new head.
+    pub(super) fn nic_after(&mut self, started: &[(usize, usize)], busy_end: Instant) {
+        for (i, &(st, _)) in started.iter().enumerate() {
+            if self.stations[st].cfg.nic.is_shared() && !started[..i].iter().any(|p| p.0 == st) {
+                let after_timeout = self.timed_out.iter().filter(|o| o.0 == st).map(|o| o.2 + self.phy.ack_timeout());
+                let now = after_timeout.fold(busy_end, Instant::max);
+                // The driver hands more frames over when the card reports these done.
+                self.nic_seq += 1;
+                self.handoffs.push(Reverse((now, self.nic_seq, st, NIC_REFILL)));
+                self.nic_update(st, now);
+            }
+        }
+    }
+
     /// Starts handing frames of `st` over to its card, each AC as far as the card has room
     /// for it; each hand-over ends `handoff` after `now`.
     pub(super) fn nic_refill(&mut self, st: usize, now: Instant) {
