@@ -40,6 +40,8 @@
 //! fer = 0.0
 //! timing = "standard"        # standard | bianchi | ns3
 //! # rts_threshold = 500
+//! # nic = { profile = "shared_tx" }  # per_ac (default) | shared_tx: one transmit path in the
+//! #                                  # card, mt76 USB values; buffer_frames, handoff_us
 //! [wifi.aggregation]         # optional; default: the PHY's (n/ac: ns-3 3.44's, a/b/g: none)
 //! max_ampdu_bytes = { be = 65535, vi = 65535, vo = 0, bk = 0 }   # 0: no A-MPDU
 //! # max_amsdu_bytes = { be = 7935 }, enabled = false, ba_window = 64
@@ -47,11 +49,12 @@
 //! node = "f2"
 //! data_mbps = 24.0
 //! fer = 0.1
+//! # nic = { profile = "shared_tx", buffer_frames = 64, handoff_us = 125 }
 //! ```
 
 use cohort_medium::link::{Jitter, LinkParams, LossModel};
 use cohort_medium::wifi::scenario::{CHANNEL_QDISC_PACKETS, CHANNEL_QUEUE_DEPTH, CHANNEL_TIMING, PhyStandard};
-use cohort_medium::wifi::{Aggregation, StationConfig, Timing};
+use cohort_medium::wifi::{Aggregation, NicProfile, StationConfig, Timing};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -171,6 +174,10 @@ pub struct WifiSpec {
     /// a/b/g: none). See `cohort_medium::wifi::Aggregation`.
     #[serde(default)]
     pub aggregation: Aggregation,
+    /// What a frame waits for inside each card (`cohort_medium::wifi::NicProfile`): per-AC
+    /// hardware queues (default) or one shared transmit path (`shared_tx`).
+    #[serde(default)]
+    pub nic: NicProfile,
     #[serde(default)]
     pub stations: Vec<StationSpec>,
 }
@@ -203,6 +210,8 @@ pub struct StationSpec {
     pub fer: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue_depth: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nic: Option<NicProfile>,
 }
 
 /// Why a scenario cannot be used.
@@ -317,6 +326,7 @@ impl WifiSpec {
                     data_mbps: o.and_then(|o| o.data_mbps),
                     rts_threshold: self.rts_threshold,
                     ampdu: self.aggregation.limits(&self.phy.phy(self.data_mbps)),
+                    nic: o.and_then(|o| o.nic).unwrap_or(self.nic),
                     ..StationConfig::default()
                 }
             })
@@ -524,6 +534,26 @@ mod tests {
         let wifi = "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\"]\n[wifi]\ndata_mbps = 0.0\n";
         let e = TestbedScenario::parse(wifi).unwrap_err().to_string();
         assert!(e.contains("invalid"), "{e}");
+    }
+
+    #[test]
+    fn nic_profile_per_channel_and_per_station() {
+        let text = "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\", \"c\"]\n[wifi]\n\
+                    nic = { profile = \"shared_tx\" }\n[[wifi.stations]]\nnode = \"b\"\n\
+                    nic = { profile = \"per_ac\" }\n[[wifi.stations]]\nnode = \"c\"\n\
+                    nic = { profile = \"shared_tx\", buffer_frames = 8, handoff_us = 0 }\n";
+        let s = TestbedScenario::parse(text).unwrap();
+        let nics: Vec<NicProfile> = s.wifi.as_ref().unwrap().station_configs(&s.nodes).iter().map(|c| c.nic).collect();
+        assert_eq!(
+            nics,
+            [NicProfile::mt76_usb(), NicProfile::PerAc, NicProfile::SharedTx { buffer_frames: 8, handoff_us: 0 }]
+        );
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(TestbedScenario::from_json(&json).unwrap(), s);
+        let bad = text.replace("buffer_frames = 8", "buffer_frames = 0");
+        assert!(TestbedScenario::parse(&bad).unwrap_err().to_string().contains("buffer_frames"));
+        let default = TestbedScenario::parse("name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\"]\n[wifi]\n").unwrap();
+        assert_eq!(default.wifi.unwrap().nic, NicProfile::PerAc);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The contention state machine. See the [module docs](super).
 
+use super::nic::IN_HOST;
 use super::phy::{MAC_OVERHEAD_BYTES, QOS_MAC_OVERHEAD_BYTES};
 use super::types::{
     AcStats, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_PREAMBLE_DETECTION, StationConfig, Timing,
@@ -13,6 +14,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 mod block_ack;
+mod nic_path;
 
 /// Control frame lengths (802.11-2016 9.3.1): RTS 20, CTS 14, compressed BlockAck 32 bytes;
 /// each A-MPDU subframe carries a 4-byte delimiter (9.7.1) and is padded to 4 bytes.
@@ -47,6 +49,9 @@ struct Frame<H> {
     bytes: usize,
     /// Sequence number in its category's queue, for the block-ack window.
     seq: u32,
+    /// Under [`NicProfile::SharedTx`](super::NicProfile::SharedTx): its rank in the card's
+    /// transmit path once handed over, `IN_HOST` or `IN_HANDOFF` before. 0 under `PerAc`.
+    ticket: u64,
 }
 
 impl<H> AcState<H> {
@@ -101,6 +106,11 @@ struct AcState<H> {
     /// The recipient of an A-MPDU whose block ack never came: the next access sends it a
     /// BlockAckReq before any data.
     bar_pending: Option<usize>,
+    /// Under [`NicProfile::SharedTx`](super::NicProfile::SharedTx), the frames behind
+    /// `queue` that the card may not serve yet: in the host, in hand-over, or in the card
+    /// behind another category's frame (see [`super::nic`]). `queue` then holds only the
+    /// frames at the head of the card's transmit path. Always empty under `PerAc`.
+    held: VecDeque<Frame<H>>,
 }
 
 #[derive(Debug)]
@@ -192,6 +202,13 @@ pub struct Medium<H> {
     /// [`Medium::next_tx`] until something changes a contender (a transmission, a frame
     /// reaching an empty queue): the driver asks for it after every event.
     next_tx_cache: std::cell::Cell<Option<Option<Instant>>>,
+    /// [`NicProfile::SharedTx`](super::NicProfile::SharedTx) hand-overs under way: when each
+    /// ends, order, station, AC (or [`NIC_REFILL`]: when the card reports frames done).
+    handoffs: BinaryHeap<Reverse<(Instant, u64, usize, usize)>>,
+    /// Rank of the next frame to complete a hand-over (and of hand-overs started).
+    nic_seq: u64,
+    /// Whether any station has a shared transmit path (`PerAc` channels skip its hooks).
+    any_shared: bool,
 }
 
 impl<H: Clone> Medium<H> {
@@ -212,7 +229,9 @@ impl<H: Clone> Medium<H> {
             if let Some(r) = s.data_mbps {
                 Phy::validate_rate(r).map_err(MediumError::Station)?;
             }
+            s.nic.validate().map_err(MediumError::Station)?;
         }
+        let any_shared = stations.iter().any(|s| s.nic.is_shared());
         let stations = stations
             .iter()
             .map(|&cfg| Station {
@@ -228,6 +247,7 @@ impl<H: Clone> Medium<H> {
                     ba_peers: Vec::new(),
                     addba_resp: VecDeque::new(),
                     bar_pending: None,
+                    held: VecDeque::new(),
                 }),
             })
             .collect();
@@ -251,6 +271,9 @@ impl<H: Clone> Medium<H> {
             groups: Vec::new(),
             ok: Vec::new(),
             next_tx_cache: std::cell::Cell::new(None),
+            handoffs: BinaryHeap::new(),
+            nic_seq: 0,
+            any_shared,
             nav: None,
         })
     }
@@ -374,12 +397,12 @@ impl<H: Clone> Medium<H> {
     /// Counters of a station's access category.
     pub fn stats(&self, station: usize, ac: Ac) -> Option<AcStats> {
         let s = &self.stations.get(station)?.acs[ac.index()];
-        Some(AcStats { queue_len: s.queue.len(), ..s.stats })
+        Some(AcStats { queue_len: s.queue.len() + s.held.len(), ..s.stats })
     }
 
     /// Frames waiting in a station's queue.
     pub fn queue_len(&self, station: usize, ac: Ac) -> usize {
-        self.stations.get(station).map_or(0, |s| s.acs[ac.index()].queue.len())
+        self.stations.get(station).map_or(0, |s| s.acs[ac.index()].queue.len() + s.acs[ac.index()].held.len())
     }
 
     /// Time the channel carried frames (or collisions) so far.
@@ -419,15 +442,11 @@ impl<H: Clone> Medium<H> {
             Dest::Unicast(d) if d == station => return Err(MediumError::SelfAddressed(d)),
             _ => {}
         }
-        // Backoff counts on the slot grid that starts when the medium's AIFS ends, so that
-        // stations whose counters reach zero in the same slot really do collide.
-        let aifs = self.phy.aifs(self.edca[ac.index()].aifsn);
-        let grid = self.busy_until + aifs;
-        let start = if now <= grid { grid } else { on_grid(grid, now, self.phy.slot) };
+        let start = self.contention_start(ac.index(), now);
         let depth = self.stations[station].cfg.queue_depth;
         let s = &mut self.stations[station].acs[ac.index()];
         s.stats.enqueued += 1;
-        if s.queue.len() >= depth {
+        if s.queue.len() + s.held.len() >= depth {
             s.stats.queue_drops += 1;
             self.emit(MediumEvent::Dropped { station, ac, handle, at: now, reason: DropReason::QueueFull });
             return Err(MediumError::QueueFull);
@@ -435,7 +454,16 @@ impl<H: Clone> Medium<H> {
         let was_empty = !s.has_work();
         let seq = s.next_seq;
         s.next_seq = seq.wrapping_add(1);
-        s.queue.push_back(Frame { handle, dest, bytes, seq });
+        if self.any_shared && self.stations[station].cfg.nic.is_shared() {
+            // The frame waits in the host until the card has room for it.
+            let s = &mut self.stations[station].acs[ac.index()];
+            s.held.push_back(Frame { handle, dest, bytes, seq, ticket: IN_HOST });
+            s.stats.max_queue = s.stats.max_queue.max(s.queue.len() + s.held.len());
+            self.nic_refill(station, now);
+            return Ok(());
+        }
+        let s = &mut self.stations[station].acs[ac.index()];
+        s.queue.push_back(Frame { handle, dest, bytes, seq, ticket: 0 });
         s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
         if was_empty {
             self.next_tx_cache.set(None);
@@ -446,6 +474,15 @@ impl<H: Clone> Medium<H> {
             self.draw_backoff(station, ac.index());
         }
         Ok(())
+    }
+
+    /// Where a category that starts contending at `now` counts its backoff from: backoff
+    /// counts on the slot grid that starts when the medium's AIFS ends, so that stations
+    /// whose counters reach zero in the same slot really do collide.
+    fn contention_start(&self, ac: usize, now: Instant) -> Instant {
+        let aifs = self.phy.aifs(self.edca[ac].aifsn);
+        let grid = self.busy_until + aifs;
+        if now <= grid { grid } else { on_grid(grid, now, self.phy.slot) }
     }
 
     /// When a contender's backoff expires.
@@ -487,7 +524,10 @@ impl<H: Clone> Medium<H> {
 
     /// When `handle_timeout` or `poll_event` next has something to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let ev = self.pending.peek().map(|e| e.0.0);
+        let mut ev = self.pending.peek().map(|e| e.0.0);
+        if let Some(Reverse((h, ..))) = self.handoffs.peek() {
+            ev = Some(ev.map_or(*h, |e| e.min(*h)));
+        }
         match (ev, self.next_tx()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -505,6 +545,9 @@ impl<H: Clone> Medium<H> {
     /// Runs every transmission that starts by `now`. The outcome of an exchange (deliveries,
     /// acknowledgements) is decided when it starts and reported at the times it happens.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.any_shared {
+            return self.nic_handle_timeout(now);
+        }
         while let Some(t) = self.next_tx() {
             if t > now {
                 break;
@@ -660,6 +703,10 @@ impl<H: Clone> Medium<H> {
         self.timed_out = timed_out;
         self.busy_until = self.busy_until.max(busy_end);
         self.next_tx_cache.set(None);
+        // Shared transmit paths: frames left; refill the cards and find their new heads.
+        if self.any_shared {
+            self.nic_after(&started, busy_end);
+        }
     }
 
     /// Whether bystander `b` detects one of the colliding PPDUs' preambles (and so receives

@@ -35,6 +35,28 @@
 //! its CF-End goes at 6 Mbit/s; and bystanders of a collision between stations within a
 //! metre of each other detect no preamble, so they wait AIFS, not EIFS.
 //!
+//! # NIC profiles: what a frame waits for inside the card
+//!
+//! [`StationConfig::nic`] says how a station's card serves the frames handed to it (details
+//! and sources in [`nic`]):
+//!
+//! * `per_ac` (the default, and all of the above): one hardware queue and one EDCA function
+//!   per access category, as 802.11's EDCA transmitter (802.11-2016 Fig. 10-24) and PCIe
+//!   drivers such as ath9k (a DCU per AC, `ATH_AGGR_MIN_QDEPTH` = 2 A-MPDUs queued) and
+//!   iwlwifi (a TFD ring per AC/TID) have it. A VO frame behind a BE backlog of its own
+//!   station waits for the PPDU on the air and at most one more BE access.
+//! * `shared_tx`: seed 000's "local congestion" (§II-C, Figs. 3, 4, 11) on its MT7612U USB
+//!   dongles under mt76 with fq_codel. The first `buffer_frames` frames of each category are
+//!   in the card, the rest in the host (per-AC, as mac80211's TXQs and fq_codel keep them);
+//!   a frame takes `handoff` to cross into the card (USB bulk-out/DMA) and the card serves
+//!   everything handed over in that order: the category whose oldest frame is the oldest in
+//!   the card contends, with its own EDCA parameters and a fresh backoff, and builds its
+//!   A-MPDU only from frames handed over before any other category's. Defaults
+//!   ([`NicProfile::mt76_usb`]): 64 frames per AC (mt76 in Linux 5.4: 4 outstanding bursts
+//!   of 16 aggregated frames per hardware queue, `mt76_txq_schedule`, `mt76_txq_send_burst`)
+//!   and 125 µs (one USB 2.0 microframe). A VO frame then waits for every frame handed over
+//!   before it. [`Medium::nic_backlog`] counts the frames in a card (Fig. 11's y-axis).
+//!
 //! The model is sans-IO: [`Medium::enqueue`] takes frames with the time, [`Medium::poll_timeout`]
 //! says when something next happens, [`Medium::handle_timeout`] runs the channel up to a time,
 //! [`Medium::poll_event`] hands out deliveries, transmit completions and drops in time order.
@@ -54,6 +76,8 @@
 pub mod aggregation;
 pub mod bianchi;
 mod medium;
+pub mod nic;
+pub mod nic_scenario;
 pub mod ns3_matrix;
 pub mod phy;
 pub mod scenario;
@@ -61,6 +85,7 @@ mod types;
 
 pub use aggregation::{Aggregation, PerAc};
 pub use medium::Medium;
+pub use nic::NicProfile;
 pub use phy::{Phy, PhyKind};
 pub use scenario::{BianchiCase, BianchiResult, EdcaSatReport, EdcaSatScenario, bianchi_cases};
 pub use types::{
@@ -226,3 +251,6 @@ mod tests;
 
 #[cfg(test)]
 mod tests_agg;
+
+#[cfg(test)]
+mod tests_nic;

@@ -1,6 +1,6 @@
 //! The medium's configuration, events, errors and counters. See the [module docs](super).
 
-use super::{Ac, EdcaParams};
+use super::{Ac, EdcaParams, NicProfile};
 use cohort_time::Instant;
 use std::time::Duration;
 
@@ -9,7 +9,9 @@ use std::time::Duration;
 #[serde(default)]
 pub struct StationConfig {
     /// Frames each access-category queue holds: the WNIC's hardware queue (seed 000 §II-C).
-    /// 64 is a typical per-AC ring of a mac80211 driver such as mt76.
+    /// 64 is a typical per-AC ring of a mac80211 driver such as mt76. Under
+    /// [`NicProfile::SharedTx`] the queue's first `buffer_frames` are in the card and the
+    /// rest in the host.
     pub queue_depth: usize,
     /// Unicast data rate; `None` uses the channel's.
     pub data_mbps: Option<f64>,
@@ -28,6 +30,9 @@ pub struct StationConfig {
     pub rts_threshold: Option<usize>,
     /// A-MPDU limits per access category (indexed by [`Ac`]); one frame means no aggregation.
     pub ampdu: [AmpduLimit; 4],
+    /// What a frame waits for inside the card ([`NicProfile`]): per-AC hardware queues (the
+    /// default) or one shared transmit path (`shared_tx`, seed 000's MT7612U under mt76).
+    pub nic: NicProfile,
 }
 
 /// How many MPDUs, and bytes, one A-MPDU of an access category may carry, and how large an
@@ -70,6 +75,7 @@ impl Default for StationConfig {
             long_retry_limit: 4,
             rts_threshold: None,
             ampdu: [AmpduLimit::OFF; 4],
+            nic: NicProfile::PerAc,
         }
     }
 }
