@@ -125,7 +125,7 @@ fn network(s: &Scenario, seed: u64) -> Net {
                 .collect();
             Net::P2p(links)
         }
-        Network::Wifi { phy, data_mbps, queue_depth, fer, aggregation, timing, qdisc_packets } => {
+        Network::Wifi { phy, data_mbps, queue_depth, fer, aggregation, timing, qdisc_packets, nic } => {
             let phy = match phy.as_str() {
                 "b" => PhyStandard::B,
                 "g" => PhyStandard::G,
@@ -138,6 +138,7 @@ fn network(s: &Scenario, seed: u64) -> Net {
                 queue_depth: queue_depth.saturating_add(*qdisc_packets),
                 fer: *fer,
                 ampdu: aggregation.limits(&phy),
+                nic: *nic,
                 ..StationConfig::default()
             };
             let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; s.nodes], seed)

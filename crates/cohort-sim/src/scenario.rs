@@ -122,6 +122,10 @@ pub enum Network {
         /// simulator adds it to the queue (see `cohort_medium::wifi::scenario::CHANNEL_TIMING`).
         #[serde(default = "default_qdisc")]
         qdisc_packets: usize,
+        /// What a frame waits for inside the card (`nic = { profile = "shared_tx", ... }`;
+        /// default `per_ac`), as in the testbed's `[wifi]`.
+        #[serde(default)]
+        nic: cohort_medium::wifi::NicProfile,
     },
 }
 
