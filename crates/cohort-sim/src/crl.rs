@@ -215,8 +215,9 @@ struct Robot {
     in_card: usize,
     client: Option<Client>,
     controller: Option<Controller>,
-    /// Per destination (one flow each), when this robot classifies its unmarked flows.
-    classifiers: Option<std::collections::BTreeMap<usize, FlowClassifier>>,
+    /// Per destination (one flow each), when this robot classifies its unmarked flows: the
+    /// classifier, and whether the flow is marked EF now.
+    classifiers: Option<std::collections::BTreeMap<usize, (FlowClassifier, bool)>>,
     vpl: Option<Vpl>,
     recheck_at: Option<Instant>,
 }
@@ -272,10 +273,17 @@ impl<'a> Run<'a> {
             return Ac::Vo;
         }
         let Some(map) = self.robots[robot].classifiers.as_mut() else { return Ac::Be };
-        let c = map
-            .entry(to)
-            .or_insert_with(|| FlowClassifier::new(ClassifierConfig::default()).expect("default is valid"));
-        if c.observe(now, bytes as u64) == FlowClass::LatencySensitive { Ac::Vo } else { Ac::Be }
+        let (c, marked) =
+            map.entry(to).or_insert_with(|| (FlowClassifier::new(ClassifierConfig::default()).expect("valid"), false));
+        // A marking, once made, stays (as a kernel rule would) while the flow stays small: a
+        // control flow whose timing the bulk disturbed must not lose the very marking that
+        // protects it. A message too large for control unmarks it.
+        match c.observe(now, bytes as u64) {
+            FlowClass::LatencySensitive => *marked = true,
+            FlowClass::TooLarge => *marked = false,
+            FlowClass::Undecided | FlowClass::Aperiodic => {}
+        }
+        if *marked { Ac::Vo } else { Ac::Be }
     }
 
     fn send_ls(&mut self, now: Instant, from: usize, to: usize, bytes: usize, k: usize, action: bool) {
