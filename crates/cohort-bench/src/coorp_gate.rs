@@ -203,6 +203,11 @@ fn capture(fd: OwnedFd, stop: Arc<AtomicBool>) -> Capture {
     c
 }
 
+/// Keeps a hold's or release's netlink round trip, µs.
+fn record(r: Result<Duration, cohort_net::preempt::GateError>, us: &mut Vec<f64>) -> Result<(), String> {
+    r.map(|d| us.push(d.as_secs_f64() * 1e6)).map_err(|e| e.to_string())
+}
+
 fn io(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -295,22 +300,16 @@ pub fn run(p: &GateParams) -> Result<GateReport, String> {
         let hold_at = start + period * k as u32 + (period - hold);
         std::thread::sleep(hold_at.saturating_duration_since(std::time::Instant::now()));
         let t_hold = now_ns();
-        match gate.hold() {
-            Ok(d) => netlink_us.push(d.as_secs_f64() * 1e6),
-            Err(e) => {
-                err = Some(e.to_string());
-                break;
-            }
+        if let Err(e) = record(gate.hold(), &mut netlink_us) {
+            err = Some(e);
+            break;
         }
         let t_ack = now_ns();
         std::thread::sleep((hold_at + hold).saturating_duration_since(std::time::Instant::now()));
         let t_release = now_ns();
-        match gate.release() {
-            Ok(d) => netlink_us.push(d.as_secs_f64() * 1e6),
-            Err(e) => {
-                err = Some(e.to_string());
-                break;
-            }
+        if let Err(e) = record(gate.release(), &mut netlink_us) {
+            err = Some(e);
+            break;
         }
         cycles.push((t_hold, t_ack, t_release));
     }

@@ -317,7 +317,7 @@ impl GroupSocket {
                 Member::new(cfg.group, cfg.pid, incarnation).map_err(|e| GroupError::Config(e.to_string()))?
             }
         };
-        let inner = Inner {
+        let mut inner = Inner {
             member,
             secure: Secure::new(key, cfg.pid, kind::GROUP)?,
             addrs: HashMap::new(),
@@ -333,6 +333,9 @@ impl GroupSocket {
             leaves_started: 0,
             shutdown: false,
         };
+        // A static group's coordinator is one from construction on: route its BecameCoord now,
+        // before any caller can queue a poll, or the poll numbering would be reset under it.
+        inner.route_events();
         let shared = Arc::new(Shared::new(inner, waker));
         let s2 = shared.clone();
         let io = Io { uni, bc, broadcast: cfg.broadcast, pid: cfg.pid };

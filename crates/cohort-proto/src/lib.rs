@@ -7,3 +7,18 @@
 pub mod group;
 pub mod lrt;
 pub mod preempt;
+
+/// Where a datagram of a broadcast-capable machine goes (group and preemption).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dest {
+    Broadcast,
+    Unicast(u32),
+}
+
+/// A datagram a machine's `poll_transmit` wrote into the caller's buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    pub dest: Dest,
+    /// Bytes written at the front of the buffer.
+    pub len: usize,
+}

@@ -153,20 +153,7 @@ pub enum State {
     Left,
 }
 
-/// Where a datagram goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dest {
-    Broadcast,
-    Unicast(u32),
-}
-
-/// A datagram [`Member::poll_transmit`] wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    pub dest: Dest,
-    /// Bytes written at the front of the buffer.
-    pub len: usize,
-}
+pub use crate::{Dest, Transmit};
 
 /// A request this process issued as coordinator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -199,20 +199,7 @@ pub(crate) fn micros_u32(d: Duration) -> u32 {
     u32::try_from(d.as_micros()).unwrap_or(u32::MAX)
 }
 
-/// Where a datagram goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dest {
-    Broadcast,
-    Unicast(u32),
-}
-
-/// A datagram a machine's `poll_transmit` wrote.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Transmit {
-    pub dest: Dest,
-    /// Bytes written at the front of the buffer.
-    pub len: usize,
-}
+pub use crate::{Dest, Transmit};
 
 /// Buffer size that holds any arbiter message.
 pub const MAX_DATAGRAM: usize = cohort_wire::preempt::MAX_LEN;
