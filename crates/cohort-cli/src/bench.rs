@@ -636,7 +636,7 @@ fn coorp(a: &CoorpArgs) -> Result<ExitCode, BenchError> {
                     f(s, "epoch_time_ratio_vs_edca"),
                 );
             }
-            for (system, s) in r["unmarked"][profile]["sim"].as_object().into_iter().flatten() {
+            for (system, s) in r["unmarked_by_profile"][profile].as_object().into_iter().flatten() {
                 println!(
                     "{profile:<9} {system:<13} unmarked control: violations {:>6.2}%",
                     f(s, "violation_share") * 100.0
