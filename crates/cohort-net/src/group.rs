@@ -46,6 +46,10 @@ const WAKE: Token = Token(3);
 /// are dropped (and counted) beyond this.
 const EVENT_BACKLOG: usize = 1024;
 
+/// IPv4 and UDP headers, and the Ethernet/802.11 MTU they must fit in unfragmented.
+const UDP_IPV4: usize = 28;
+const ETHERNET_MTU: usize = 1500;
+
 /// Outcomes of requests and polls kept until their callers collect them; the oldest are
 /// dropped (and counted) beyond this, and their callers told [`GroupError::OutcomeDropped`].
 const OUTCOME_BACKLOG: usize = 1024;
@@ -175,6 +179,9 @@ pub struct GroupSocketStats {
     pub unicast_fallbacks: u64,
     /// Datagrams the kernel refused to send (full buffer, no route): lost, as on the air.
     pub send_errors: u64,
+    /// Datagrams larger than one 1500-byte IP packet, so IP-fragmented (a lost fragment of a
+    /// broadcast loses the message: keep payloads under [`max_unfragmented_payload`]).
+    pub fragmented_datagrams: u64,
     /// Membership events dropped because nobody read them.
     pub events_dropped: u64,
     /// Request and poll outcomes dropped because nobody collected them.
@@ -673,6 +680,18 @@ fn transmit(
             Err(SecureError::Exhausted) => return Err(GroupError::Config("packet numbers exhausted".into())),
             Err(e) => return Err(GroupError::Io(io::Error::other(e.to_string()))),
         };
+        if len + UDP_IPV4 > ETHERNET_MTU {
+            // 802.11 broadcasts have no link-layer retry: one lost IP fragment loses the whole
+            // message. Counted and warned about, so a payload that does not fit one frame is
+            // seen, not silently fragile.
+            if g.stats.fragmented_datagrams == 0 {
+                tracing::warn!(
+                    bytes = len + UDP_IPV4,
+                    "group: datagram larger than one 1500-byte frame; it is IP-fragmented"
+                );
+            }
+            g.stats.fragmented_datagrams += 1;
+        }
         match io.uni.send_to(&wire[..len], to) {
             Ok(_) => {
                 g.stats.datagrams_sent += 1;
@@ -716,6 +735,14 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) {
         g.member.handle_datagram(now, payload);
         g.route_events();
     });
+}
+
+/// The largest request or reply payload whose AREQ still fits one 1500-byte IP packet, for a
+/// group whose pids span `span` consecutive ids (the reply mask grows with it).
+pub fn max_unfragmented_payload(span: u32) -> usize {
+    let mask = cohort_wire::group::PidMask::from_pids([1, span.max(1)]).map_or(0, |m| m.buffer_len());
+    // Group header, AREQ's ticket and seqno, the mask, the secure frame, UDP and IPv4.
+    ETHERNET_MTU.saturating_sub(cohort_wire::group::HEADER_LEN + 16 + mask + cohort_wire::frame::OVERHEAD + UDP_IPV4)
 }
 
 /// Claims `pid` in the group (team id and broadcast address) on this host for the life of the

@@ -257,3 +257,20 @@ fn a_pid_in_use_is_refused_and_a_restarted_member_is_heard() {
     assert_eq!(frames.stale_life + frames.too_old + frames.replayed, 0, "{frames:?}");
     assert_eq!(frames.new_lives, 1, "the restart is a new life of pid 2");
 }
+
+/// A payload past one frame is IP-fragmented, which a broadcast survives only if no fragment is
+/// lost: such datagrams are counted; `max_unfragmented_payload` says what fits.
+#[test]
+fn datagrams_past_one_frame_are_counted() {
+    let port = free_port();
+    let g = open_static(&[1, 2], port);
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = serve(g[1].clone(), stop.clone());
+    let fits = cohort_net::group::max_unfragmented_payload(2);
+    g[0].request_reply(&[2], &vec![7u8; fits], Duration::ZERO, WAIT).unwrap();
+    assert_eq!(g[0].stats().fragmented_datagrams, 0, "{fits} bytes fit one frame");
+    g[0].request_reply(&[2], &vec![7u8; fits + 1], Duration::ZERO, WAIT).unwrap();
+    assert_eq!(g[0].stats().fragmented_datagrams, 1, "one byte more does not");
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
