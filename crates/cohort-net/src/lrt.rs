@@ -81,6 +81,8 @@ pub struct SocketStats {
     /// Authenticated datagrams from a sender other than the connected peer (another sender id,
     /// or another life of the peer's: a restarted peer must open a new connection).
     pub foreign_sender: u64,
+    /// Times the peer moved to a new address (its newest datagram came from there).
+    pub migrations: u64,
 }
 
 #[derive(Debug)]
@@ -437,7 +439,16 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
         let life = Some((o.sender_id, o.epoch));
         match g.peer {
             Some((addr, None)) if addr == from => g.peer = Some((addr, life)),
-            Some((_, known)) if known.is_some() && known == life => {}
+            Some((addr, known)) if known.is_some() && known == life => {
+                // Migration (a NAT rebinding, a drone changing access point): the peer's life
+                // spoke from a new address with its newest packet, which only a holder of the
+                // team key who has this life's epoch can seal, and no replay can be. Answer
+                // there from now on; a late datagram from the old address does not move it back.
+                if addr != from && g.secure.is_newest(o.sender_id, o.epoch, o.packet_number) {
+                    g.peer = Some((from, life));
+                    g.stats.migrations += 1;
+                }
+            }
             None => g.peer = Some((from, life)),
             Some(_) => {
                 g.stats.foreign_sender += 1;

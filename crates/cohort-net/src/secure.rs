@@ -57,6 +57,12 @@ impl Secure {
         Some(o)
     }
 
+    /// Whether `pn` is the highest packet number accepted so far from life `epoch` of `sender`
+    /// (so no newer datagram of it has arrived).
+    pub fn is_newest(&self, sender: u32, epoch: u64, pn: u64) -> bool {
+        self.opener.highest_packet_number(sender, epoch) == Some(pn)
+    }
+
     /// Datagrams rejected so far, every reason together (another kind included).
     pub fn rejected(&self) -> u64 {
         self.opener.counters().rejected() + self.foreign_kind

@@ -147,3 +147,66 @@ fn a_restarted_sender_repeats_no_nonce_on_the_wire() {
     let lives: std::collections::HashSet<_> = headers.iter().map(|h| h.1).collect();
     assert_eq!(lives.len(), 3, "one epoch per life");
 }
+
+/// A NAT that rebinds: it forwards a client to `target`, and after `rebind_after` datagrams
+/// from the client carries them from a new source port, dropping the old one.
+fn rebinding_nat(
+    target: std::net::SocketAddr,
+    rebind_after: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
+    use std::net::UdpSocket;
+    let outside = UdpSocket::bind("127.0.0.1:0").unwrap();
+    outside.set_nonblocking(true).unwrap();
+    let addr = outside.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let mut up = UdpSocket::bind("127.0.0.1:0").unwrap();
+        up.set_nonblocking(true).unwrap();
+        let (mut client, mut forwarded, mut buf) = (None, 0usize, vec![0u8; 70_000]);
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut idle = true;
+            if let Ok((n, from)) = outside.recv_from(&mut buf) {
+                idle = false;
+                client = Some(from);
+                forwarded += 1;
+                if forwarded == rebind_after {
+                    // The old mapping is gone: what the server sends there is lost.
+                    up = UdpSocket::bind("127.0.0.1:0").unwrap();
+                    up.set_nonblocking(true).unwrap();
+                }
+                let _ = up.send_to(&buf[..n], target);
+            }
+            if let (Ok((n, _)), Some(c)) = (up.recv_from(&mut buf), client) {
+                idle = false;
+                let _ = outside.send_to(&buf[..n], c);
+            }
+            if idle {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    });
+    (addr, h)
+}
+
+/// A drone changes address mid-stream (here a NAT rebinding): the server follows the peer's
+/// newest authentic datagram to its new address, so acknowledgements reach it again; every
+/// message arrives once, in order, and the sender's flush completes.
+#[test]
+fn a_peer_that_changes_address_mid_stream_is_followed() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let (nat, h) = rebinding_nat(server.local_addr(), 200, stop.clone());
+    let c = LrtSocket::connect(nat, cfg(2)).unwrap();
+    let first = server.peer_addr().unwrap();
+    for i in 0..2000u32 {
+        c.send(&msg(i, 300)).unwrap();
+    }
+    for i in 0..2000u32 {
+        assert_eq!(server.recv_timeout(Some(Duration::from_secs(10))).unwrap(), msg(i, 300), "message {i}");
+    }
+    c.flush(Some(Duration::from_secs(10))).expect("acknowledgements reach the client at its new address");
+    assert_eq!(server.stats().migrations, 1);
+    assert_ne!(server.peer_addr().unwrap(), first);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.join().unwrap();
+}
