@@ -27,8 +27,6 @@ const A: Ipv4Addr = Ipv4Addr::new(10, 93, 0, 1);
 const B: Ipv4Addr = Ipv4Addr::new(10, 93, 0, 2);
 const BULK_PORT: u16 = 5001;
 const PROBE_PORT: u16 = 5002;
-/// `SIOCGSTAMPNS` (`asm-generic/sockios.h`, the 64-bit `timespec` form on 64-bit targets).
-const SIOCGSTAMPNS: libc::c_ulong = 0x8907;
 
 /// What to run.
 #[derive(Debug, Clone, Serialize)]
@@ -150,7 +148,8 @@ fn packet_socket(ifindex: i32) -> std::io::Result<OwnedFd> {
         return Err(std::io::Error::last_os_error());
     }
     let tv = libc::timeval { tv_sec: 0, tv_usec: 50_000 };
-    // SAFETY: setting a receive timeout from a timeval we own.
+    let one: libc::c_int = 1;
+    // SAFETY: setting a receive timeout and kernel timestamps from values we own.
     unsafe {
         libc::setsockopt(
             fd.as_raw_fd(),
@@ -158,8 +157,9 @@ fn packet_socket(ifindex: i32) -> std::io::Result<OwnedFd> {
             libc::SO_RCVTIMEO,
             (&raw const tv).cast(),
             std::mem::size_of::<libc::timeval>() as u32,
-        )
-    };
+        );
+        libc::setsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, (&raw const one).cast(), 4);
+    }
     Ok(fd)
 }
 
@@ -168,18 +168,14 @@ fn capture(fd: OwnedFd, stop: Arc<AtomicBool>) -> Capture {
     let mut c = Capture::default();
     let mut buf = [0u8; 2048];
     while !stop.load(Ordering::Relaxed) {
-        // SAFETY: receiving into a buffer we own, of the length we pass.
-        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-        if n <= 0 {
+        // The emulator's reader of `SO_TIMESTAMPNS` control messages.
+        let Ok(cohort_emu::packet::Received { len, realtime_ns: Some(t) }) =
+            cohort_emu::packet::recv_timestamped(fd.as_raw_fd(), &mut buf, 0)
+        else {
             continue;
-        }
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-        // SAFETY: SIOCGSTAMPNS writes the last packet's receive time into a timespec we own.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), SIOCGSTAMPNS as _, &raw mut ts) } != 0 {
-            continue;
-        }
-        let t = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
-        let ip = &buf[..n as usize];
+        };
+        let t = t as i64;
+        let ip = &buf[..len.min(buf.len())];
         if ip.len() < 20 || ip[0] >> 4 != 4 || ip[12..16] != A.octets() {
             continue;
         }

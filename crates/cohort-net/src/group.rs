@@ -205,7 +205,8 @@ struct Inner {
     /// Polls completed so far.
     joins_completed: usize,
     leaves_completed: usize,
-    /// Polls queued so far; the `n`th completes as `*_done[n - 1]`.
+    /// Polls queued so far; the `n`th completes as entry `n` of `*_done` (a coordinator
+    /// completes polls of one kind in the order they were queued).
     joins_started: usize,
     leaves_started: usize,
     shutdown: bool,
@@ -740,9 +741,10 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) {
 /// The largest request or reply payload whose AREQ still fits one 1500-byte IP packet, for a
 /// group whose pids span `span` consecutive ids (the reply mask grows with it).
 pub fn max_unfragmented_payload(span: u32) -> usize {
-    let mask = cohort_wire::group::PidMask::from_pids([1, span.max(1)]).map_or(0, |m| m.buffer_len());
-    // Group header, AREQ's ticket and seqno, the mask, the secure frame, UDP and IPv4.
-    ETHERNET_MTU.saturating_sub(cohort_wire::group::HEADER_LEN + 16 + mask + cohort_wire::frame::OVERHEAD + UDP_IPV4)
+    use cohort_wire::group::{GroupRepr, Message, PidMask};
+    let rmask = PidMask::from_pids([1, span.max(1)]).unwrap_or_default();
+    let empty = GroupRepr { pid: 1, incarnation: 0, msg: Message::Areq { ticket: 0, seqno: 0, rmask, data: &[] } };
+    ETHERNET_MTU.saturating_sub(empty.buffer_len() + cohort_wire::frame::OVERHEAD + UDP_IPV4)
 }
 
 /// Claims `pid` in the group (team id and broadcast address) on this host for the life of the
