@@ -74,6 +74,7 @@
 //!
 //! All machines here never read a clock, touch a socket or draw a random number.
 
+pub mod agent;
 pub mod arbiter;
 pub mod client;
 pub mod controller;

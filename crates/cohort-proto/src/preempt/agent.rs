@@ -1,0 +1,580 @@
+//! The per-robot agent of coordinated preemption for traffic Cohort does not send itself,
+//! sans-IO: the decisions of `cohort coorp agent` (the runtime in `cohort-net` feeds it the
+//! packets it sees leave the robot's interface and carries out its actions in the kernel).
+//!
+//! What it does with the robot's foreign traffic (a plain TCP upload, rsync, a ROS 2 or Zenoh
+//! control loop that marks nothing):
+//!
+//! * **Flows and messages.** Packets are grouped by 5-tuple into flows, and a flow's packets
+//!   that leave less than [`AgentConfig::burst_gap`] apart into one *message* (a 12 KB
+//!   perception leaves as nine datagrams back to back). Every finished message goes to the
+//!   flow's [`FlowClassifier`].
+//! * **Marking.** A flow the classifier judges latency-sensitive (periodic and small) is marked
+//!   EF, so it rides AC_VO and passes the bulk gate ([`Marking::Ef`]). The marking stays while
+//!   the flow stays small (a control flow whose timing the bulk disturbed keeps the very
+//!   marking that protects it); a message above the classifier's bound makes the flow bulk.
+//!   A flow judged bulk (aperiodic, or messages too large) goes into the gate's bulk class
+//!   ([`Marking::Bulk`]); a flow not yet judged passes untouched, so a control loop is never
+//!   held while it is being learned. A flow its application marked itself (EF, CS6, CS7) is LS
+//!   from its first packet; ports in [`AgentConfig::overrides`] force a verdict either way.
+//! * **Local preemption.** Every LS message start feeds the [`Controller`]; the bulk is held
+//!   from [`AgentConfig::lead`] before each protection window to its end ([`Action::Hold`],
+//!   [`Action::Release`]), so the card's queue has drained when the control message arrives.
+//! * **Global preemption.** While bulk waits in the gate or flows, the robot wants the team's
+//!   bulk token ([`Client`]); without it the bulk is held. The robot named arbiter runs the
+//!   [`Arbiter`] too. Once the bulk has been idle for [`AgentConfig::bulk_idle`], the token
+//!   goes back early.
+//!
+//! Seed 000 treats everything not LS as BH; here that holds for every flow once judged.
+
+use super::arbiter::Arbiter;
+use super::client::Client;
+use super::controller::{ClassifierConfig, Controller, ControllerConfigError, FlowClass, FlowClassifier};
+use super::{Config, ConfigError, Epoch};
+use crate::{Dest, Transmit};
+use cohort_time::Instant;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddrV4;
+use std::time::Duration;
+
+/// Which halves of COORP the agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Classify and mark foreign control only; never hold bulk.
+    Mark,
+    /// Marking and protection windows (local preemption), no token.
+    Local,
+    /// Marking and the bulk token (global preemption), no windows.
+    Global,
+    /// Both halves.
+    Coorp,
+}
+
+impl Mode {
+    pub fn local(self) -> bool {
+        matches!(self, Mode::Local | Mode::Coorp)
+    }
+
+    pub fn global(self) -> bool {
+        matches!(self, Mode::Global | Mode::Coorp)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Mark => "mark",
+            Mode::Local => "local",
+            Mode::Global => "global",
+            Mode::Coorp => "coorp",
+        }
+    }
+}
+
+/// IP protocol numbers the agent tracks.
+pub const PROTO_TCP: u8 = 6;
+pub const PROTO_UDP: u8 = 17;
+
+/// One direction of a transport flow, as seen leaving the robot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    pub proto: u8,
+    pub src: SocketAddrV4,
+    pub dst: SocketAddrV4,
+}
+
+/// A verdict forced by the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Override {
+    Ls,
+    Bulk,
+}
+
+/// DSCP code points Linux maps to AC_VO (EF, CS6, CS7): traffic already marked LS.
+pub const LS_DSCP: [u8; 3] = [46, 48, 56];
+
+/// Settings of an agent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    pub mode: Mode,
+    pub classifier: ClassifierConfig,
+    /// The bulk token's timing (the whole team must agree).
+    pub token: Config,
+    /// Packets of one flow closer than this belong to one message. Default 2 ms.
+    pub burst_gap: Duration,
+    /// A flow silent this long is forgotten (its marking removed). Default 10 s.
+    pub flow_idle: Duration,
+    /// The bulk is held this long before a protection window starts, so what the gate
+    /// already let through drains from the card first. Default 2 ms.
+    pub lead: Duration,
+    /// A token holder whose bulk has been idle this long gives it back. Default 200 ms.
+    pub bulk_idle: Duration,
+    /// Verdicts forced by port (either end of a flow).
+    pub overrides: Vec<(u16, Override)>,
+    /// Packets of this port (either end) are the agents' own and not classified.
+    pub own_port: u16,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            mode: Mode::Coorp,
+            classifier: ClassifierConfig::default(),
+            token: Config::default(),
+            burst_gap: Duration::from_millis(2),
+            flow_idle: Duration::from_secs(10),
+            lead: Duration::from_millis(2),
+            bulk_idle: Duration::from_millis(200),
+            overrides: Vec::new(),
+            own_port: 7470,
+        }
+    }
+}
+
+/// How the kernel treats a flow's packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Marking {
+    /// As its application sent them (undecided flows, flows marked by their application).
+    Untouched,
+    /// DSCP set to EF: AC_VO on the air, past the gate.
+    Ef,
+    /// Into the gate's bulk class, which it holds.
+    Bulk,
+}
+
+impl Marking {
+    pub fn name(self) -> &'static str {
+        match self {
+            Marking::Untouched => "untouched",
+            Marking::Ef => "ef",
+            Marking::Bulk => "bulk",
+        }
+    }
+}
+
+/// What the runtime must do in the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Treat the flow's packets so from now on.
+    Set(FlowKey, Marking),
+    /// Hold the bulk at the gate.
+    Hold,
+    /// Let the bulk through.
+    Release,
+}
+
+/// An invalid [`AgentConfig`].
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum AgentConfigError {
+    #[error("bulk token: {0}")]
+    Token(#[from] ConfigError),
+    #[error("time model: {0}")]
+    Model(#[from] ControllerConfigError),
+}
+
+/// Why a flow is LS or bulk, for `cohort coorp status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Not enough messages yet (treated as bulk by the gate, as everything not LS).
+    Undecided,
+    /// Periodic and small: marked by the agent.
+    Ls,
+    /// Its application marks it AC_VO itself.
+    MarkedByApp,
+    /// Not periodic, or messages too large.
+    Bulk,
+    /// Forced by the user.
+    Forced(Override),
+}
+
+impl Verdict {
+    pub fn is_ls(self) -> bool {
+        matches!(self, Verdict::Ls | Verdict::MarkedByApp | Verdict::Forced(Override::Ls))
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Undecided => "undecided",
+            Verdict::Ls => "ls",
+            Verdict::MarkedByApp => "ls-marked-by-app",
+            Verdict::Bulk => "bulk",
+            Verdict::Forced(Override::Ls) => "ls-forced",
+            Verdict::Forced(Override::Bulk) => "bulk-forced",
+        }
+    }
+}
+
+/// One flow the agent knows.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub key: FlowKey,
+    /// The controller's name for it.
+    pub id: u32,
+    pub verdict: Verdict,
+    /// What the kernel does with its packets.
+    pub marking: Marking,
+    pub packets: u64,
+    pub bytes: u64,
+    pub last_seen: Instant,
+    classifier: FlowClassifier,
+    burst_start: Instant,
+    burst_bytes: u64,
+}
+
+impl Flow {
+    pub fn classifier(&self) -> &FlowClassifier {
+        &self.classifier
+    }
+}
+
+/// Counters of an agent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentStats {
+    pub packets: u64,
+    pub flows_seen: u64,
+    pub flows_marked: u64,
+    pub flows_unmarked: u64,
+    pub ls_messages: u64,
+    pub holds: u64,
+    pub releases: u64,
+    /// Holds for a protection window (local) and for want of the token (global).
+    pub window_holds: u64,
+    pub token_holds: u64,
+    pub token_requests: u64,
+}
+
+/// Why the gate is held now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HoldCause {
+    Window,
+    Token,
+}
+
+/// The agent of one robot.
+#[derive(Debug)]
+pub struct Agent {
+    cfg: AgentConfig,
+    id: u32,
+    flows: HashMap<FlowKey, Flow>,
+    next_flow_id: u32,
+    controller: Controller,
+    client: Option<Client>,
+    arbiter: Option<Arbiter>,
+    held: Option<HoldCause>,
+    /// Bulk packets waiting in the gate, as last reported.
+    backlog: u64,
+    last_bulk: Instant,
+    actions: VecDeque<Action>,
+    stats: AgentStats,
+}
+
+impl Agent {
+    /// An agent for robot `id` of a team of `members`; it hosts the arbiter if `arbiter == id`.
+    pub fn new(
+        cfg: AgentConfig,
+        id: u32,
+        arbiter: u32,
+        members: &[u32],
+        now: Instant,
+    ) -> Result<Self, AgentConfigError> {
+        cfg.token.validate()?;
+        let controller = Controller::new(cfg.classifier.model)?;
+        let global = cfg.mode.global();
+        let client = if global { Some(Client::new(cfg.token, id)?) } else { None };
+        let arbiter =
+            if global && arbiter == id { Some(Arbiter::new(cfg.token, id, members, Epoch::ZERO, now)?) } else { None };
+        Ok(Agent {
+            cfg,
+            id,
+            flows: HashMap::new(),
+            next_flow_id: 0,
+            controller,
+            client,
+            arbiter,
+            held: None,
+            backlog: 0,
+            last_bulk: now,
+            actions: VecDeque::new(),
+            stats: AgentStats::default(),
+        })
+    }
+
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    pub fn config(&self) -> &AgentConfig {
+        &self.cfg
+    }
+
+    pub fn stats(&self) -> AgentStats {
+        self.stats
+    }
+
+    pub fn flows(&self) -> impl Iterator<Item = &Flow> {
+        self.flows.values()
+    }
+
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    pub fn client(&self) -> Option<&Client> {
+        self.client.as_ref()
+    }
+
+    pub fn arbiter(&self) -> Option<&Arbiter> {
+        self.arbiter.as_ref()
+    }
+
+    pub fn is_held(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// A packet of `bytes` (IP length) with DSCP `dscp` left the robot at `now`.
+    pub fn on_packet(&mut self, now: Instant, key: FlowKey, bytes: u64, dscp: u8) {
+        if key.src.port() == self.cfg.own_port || key.dst.port() == self.cfg.own_port {
+            return;
+        }
+        self.stats.packets += 1;
+        let forced =
+            self.cfg.overrides.iter().find(|(p, _)| *p == key.src.port() || *p == key.dst.port()).map(|&(_, o)| o);
+        let flow = match self.flows.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                self.stats.flows_seen += 1;
+                let id = self.next_flow_id;
+                self.next_flow_id = self.next_flow_id.wrapping_add(1);
+                let classifier = FlowClassifier::new(self.cfg.classifier).expect("validated with the controller");
+                e.insert(Flow {
+                    key,
+                    id,
+                    verdict: Verdict::Undecided,
+                    marking: Marking::Untouched,
+                    packets: 0,
+                    bytes: 0,
+                    last_seen: now,
+                    classifier,
+                    burst_start: now,
+                    burst_bytes: 0,
+                })
+            }
+        };
+        let first = flow.packets == 0;
+        flow.packets += 1;
+        flow.bytes += bytes;
+        let new_message = first || now.saturating_duration_since(flow.last_seen) > self.cfg.burst_gap;
+        flow.last_seen = now;
+        let mut class = None;
+        if new_message {
+            if !first {
+                class = Some(flow.classifier.observe(flow.burst_start, flow.burst_bytes));
+            }
+            flow.burst_start = now;
+            flow.burst_bytes = 0;
+        }
+        flow.burst_bytes += bytes;
+        if flow.burst_bytes > self.cfg.classifier.max_message_bytes {
+            // A message already past the bound is bulk before it ends.
+            class = Some(FlowClass::TooLarge);
+        }
+        let verdict = match (forced, class) {
+            (Some(o), _) => Verdict::Forced(o),
+            _ if LS_DSCP.contains(&dscp) && flow.marking != Marking::Ef => Verdict::MarkedByApp,
+            (None, Some(FlowClass::LatencySensitive)) => Verdict::Ls,
+            (None, Some(FlowClass::TooLarge)) => Verdict::Bulk,
+            // A verdict, once LS, stays through aperiodic stretches (see the module doc).
+            (None, Some(FlowClass::Aperiodic)) if flow.verdict != Verdict::Ls => Verdict::Bulk,
+            _ => flow.verdict,
+        };
+        flow.verdict = verdict;
+        let marking = match verdict {
+            Verdict::Ls | Verdict::Forced(Override::Ls) => Marking::Ef,
+            Verdict::Bulk | Verdict::Forced(Override::Bulk) => Marking::Bulk,
+            Verdict::Undecided | Verdict::MarkedByApp => Marking::Untouched,
+        };
+        if marking != flow.marking {
+            match (flow.marking, marking) {
+                (_, Marking::Ef) => self.stats.flows_marked += 1,
+                (Marking::Ef, _) => self.stats.flows_unmarked += 1,
+                _ => {}
+            }
+            flow.marking = marking;
+            self.actions.push_back(Action::Set(key, marking));
+        }
+        if verdict.is_ls() {
+            if new_message {
+                self.stats.ls_messages += 1;
+                self.controller.observe(flow.id, now);
+            }
+        } else {
+            self.last_bulk = now;
+            self.want_token(now);
+        }
+        self.update_gate(now);
+    }
+
+    /// The gate holds `packets` bulk packets now (read from the kernel).
+    pub fn on_backlog(&mut self, now: Instant, packets: u64) {
+        self.backlog = packets;
+        if packets > 0 {
+            self.last_bulk = now;
+            self.want_token(now);
+        }
+        self.update_gate(now);
+    }
+
+    fn want_token(&mut self, now: Instant) {
+        if let Some(c) = self.client.as_mut()
+            && !c.wants()
+        {
+            self.stats.token_requests += 1;
+            c.want(now);
+        }
+    }
+
+    /// A token-protocol datagram from robot `from` (its frame's authenticated sender).
+    pub fn handle_datagram(&mut self, now: Instant, from: u32, bytes: &[u8]) {
+        if let Some(a) = self.arbiter.as_mut() {
+            a.handle_datagram(now, from, bytes);
+        }
+        if let Some(c) = self.client.as_mut() {
+            c.handle_datagram(now, from, bytes);
+        }
+        self.update_gate(now);
+    }
+
+    /// Runs the timers: token protocol, idle flows, window edges.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(a) = self.arbiter.as_mut() {
+            a.handle_timeout(now);
+        }
+        if let Some(c) = self.client.as_mut() {
+            c.handle_timeout(now);
+            if c.may_send(now)
+                && self.backlog == 0
+                && now.saturating_duration_since(self.last_bulk) >= self.cfg.bulk_idle
+            {
+                c.finished(now);
+            }
+        }
+        let idle = self.cfg.flow_idle;
+        let gone: Vec<FlowKey> =
+            self.flows.values().filter(|f| now.saturating_duration_since(f.last_seen) >= idle).map(|f| f.key).collect();
+        for k in gone {
+            if let Some(f) = self.flows.remove(&k) {
+                self.controller.remove_flow(f.id);
+                if f.marking == Marking::Ef {
+                    self.stats.flows_unmarked += 1;
+                }
+                if f.marking != Marking::Untouched {
+                    self.actions.push_back(Action::Set(k, Marking::Untouched));
+                }
+            }
+        }
+        self.update_gate(now);
+    }
+
+    /// The next datagram of the token protocol for other robots, written into `buf`. What the
+    /// robot's own arbiter and client say to each other (unicast to this robot, or a broadcast,
+    /// which reaches this robot too) is handed over here without a socket.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        loop {
+            let (t, from_arbiter) = if let Some(t) = self.arbiter.as_mut().and_then(|a| a.poll_transmit(now, buf)) {
+                (t, true)
+            } else {
+                (self.client.as_mut().and_then(|c| c.poll_transmit(now, buf))?, false)
+            };
+            let to_self = match t.dest {
+                Dest::Unicast(d) => d == self.id,
+                Dest::Broadcast => true,
+            };
+            if to_self {
+                let bytes = buf[..t.len].to_vec();
+                if from_arbiter {
+                    if let Some(c) = self.client.as_mut() {
+                        c.handle_datagram(now, self.id, &bytes);
+                    }
+                } else if let Some(a) = self.arbiter.as_mut() {
+                    a.handle_datagram(now, self.id, &bytes);
+                }
+                self.update_gate(now);
+            }
+            if t.dest != Dest::Unicast(self.id) {
+                return Some(t);
+            }
+        }
+    }
+
+    /// The next kernel action.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next run: the token protocol's
+    /// timers, the next edge of the gate, an idle check.
+    pub fn poll_timeout(&self, now: Instant) -> Instant {
+        let mut t = now + self.cfg.bulk_idle.min(self.cfg.flow_idle);
+        for x in
+            [self.arbiter.as_ref().and_then(Arbiter::poll_timeout), self.client.as_ref().and_then(Client::poll_timeout)]
+                .into_iter()
+                .flatten()
+        {
+            t = t.min(x);
+        }
+        if let Some(e) = self.next_window_edge(now) {
+            t = t.min(e);
+        }
+        t.max(now)
+    }
+
+    /// The protection windows to honour, each opened `lead` early.
+    fn windows(&self, now: Instant) -> impl Iterator<Item = (Instant, Instant)> + '_ {
+        let horizon = self.cfg.lead + Duration::from_millis(200);
+        let lead = self.cfg.lead;
+        self.controller
+            .windows(now, horizon)
+            .into_iter()
+            .map(move |w| (Instant::from_nanos(w.start.as_nanos().saturating_sub(lead.as_nanos() as u64)), w.end))
+    }
+
+    fn next_window_edge(&self, now: Instant) -> Option<Instant> {
+        if !self.cfg.mode.local() {
+            return None;
+        }
+        self.windows(now).flat_map(|(s, e)| [s, e + Duration::from_nanos(1)]).filter(|&x| x > now).min()
+    }
+
+    fn hold_cause(&self, now: Instant) -> Option<HoldCause> {
+        if self.cfg.mode.local() && self.windows(now).any(|(s, e)| s <= now && now <= e) {
+            return Some(HoldCause::Window);
+        }
+        if let Some(c) = &self.client
+            && !c.may_send(now)
+        {
+            return Some(HoldCause::Token);
+        }
+        None
+    }
+
+    fn update_gate(&mut self, now: Instant) {
+        let cause = self.hold_cause(now);
+        match (self.held, cause) {
+            (None, Some(c)) => {
+                self.stats.holds += 1;
+                match c {
+                    HoldCause::Window => self.stats.window_holds += 1,
+                    HoldCause::Token => self.stats.token_holds += 1,
+                }
+                self.actions.push_back(Action::Hold);
+            }
+            (Some(_), None) => {
+                self.stats.releases += 1;
+                self.actions.push_back(Action::Release);
+            }
+            _ => {}
+        }
+        self.held = cause;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+use super::*;
+use crate::Dest;
+use std::net::Ipv4Addr;
+
+const PERIOD: Duration = Duration::from_nanos(33_333_333);
+
+fn key(proto: u8, sport: u16, dport: u16) -> FlowKey {
+    FlowKey {
+        proto,
+        src: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), sport),
+        dst: SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), dport),
+    }
+}
+
+fn agent(mode: Mode) -> Agent {
+    Agent::new(AgentConfig { mode, ..AgentConfig::default() }, 1, 1, &[1], Instant::ZERO).unwrap()
+}
+
+fn actions(a: &mut Agent) -> Vec<Action> {
+    std::iter::from_fn(|| a.poll_action()).collect()
+}
+
+/// A 12 KB perception as nine datagrams 100 µs apart, starting at `t`.
+fn perception(a: &mut Agent, k: FlowKey, t: Instant, dscp: u8) {
+    for i in 0..9 {
+        a.on_packet(t + Duration::from_micros(100 * i), k, 1400, dscp);
+    }
+}
+
+/// A TCP upload: `n` full segments 120 µs apart from `t`.
+fn upload(a: &mut Agent, k: FlowKey, t: Instant, n: u64) {
+    for i in 0..n {
+        a.on_packet(t + Duration::from_micros(120 * i), k, 1500, 0);
+    }
+}
+
+#[test]
+fn an_unmarked_periodic_flow_is_marked_ef_and_an_upload_becomes_bulk() {
+    let mut a = agent(Mode::Mark);
+    let ctl = key(PROTO_UDP, 40000, 9000);
+    let bulk = key(PROTO_TCP, 40001, 5001);
+    let mut marked_at = None;
+    for k in 0..40u32 {
+        let t = Instant::ZERO + PERIOD * k;
+        perception(&mut a, ctl, t, 0);
+        if actions(&mut a).contains(&Action::Set(ctl, Marking::Ef)) {
+            marked_at.get_or_insert(k);
+        }
+    }
+    let k = marked_at.expect("the control flow was never marked");
+    // A verdict needs `min_samples` finished messages; it comes with the next one.
+    assert!(k as usize >= ClassifierConfig::default().min_samples, "marked after only {k} messages");
+    assert_eq!(a.flows().find(|f| f.key == ctl).unwrap().verdict, Verdict::Ls);
+    upload(&mut a, bulk, Instant::ZERO + PERIOD * 41, 60);
+    assert_eq!(actions(&mut a), vec![Action::Set(bulk, Marking::Bulk)], "64 KB into one burst makes it bulk");
+    assert_eq!(a.stats().flows_marked, 1);
+    // Mark mode never touches the gate.
+    assert!(!a.is_held());
+}
+
+#[test]
+fn an_aperiodic_small_flow_is_bulk_and_an_app_marked_flow_is_left_alone() {
+    let mut a = agent(Mode::Mark);
+    let chatty = key(PROTO_UDP, 40002, 9001);
+    let voice = key(PROTO_UDP, 40003, 9002);
+    // Gaps of 10, 47, 13, 90, ... ms: small but irregular.
+    let mut t = Instant::ZERO;
+    for i in 0..30u64 {
+        a.on_packet(t, chatty, 200, 0);
+        t = t + Duration::from_millis(10 + (i * 37) % 83);
+    }
+    assert_eq!(a.flows().find(|f| f.key == chatty).unwrap().verdict, Verdict::Bulk);
+    for k in 0..3u32 {
+        perception(&mut a, voice, t + PERIOD * k, 46);
+    }
+    let f = a.flows().find(|f| f.key == voice).unwrap();
+    assert_eq!(f.verdict, Verdict::MarkedByApp);
+    assert_eq!(f.marking, Marking::Untouched, "its application marks it; the kernel need not");
+    assert!(!actions(&mut a).iter().any(|x| matches!(x, Action::Set(k, _) if *k == voice)));
+}
+
+#[test]
+fn overrides_and_the_agents_own_port_win() {
+    let mut a = Agent::new(
+        AgentConfig {
+            mode: Mode::Mark,
+            overrides: vec![(9000, Override::Ls), (5001, Override::Bulk)],
+            ..Default::default()
+        },
+        1,
+        1,
+        &[1],
+        Instant::ZERO,
+    )
+    .unwrap();
+    a.on_packet(Instant::ZERO, key(PROTO_UDP, 1, 9000), 100, 0);
+    a.on_packet(Instant::ZERO, key(PROTO_TCP, 2, 5001), 100, 0);
+    a.on_packet(Instant::ZERO, key(PROTO_UDP, 7470, 7470), 100, 0);
+    assert_eq!(
+        actions(&mut a),
+        vec![Action::Set(key(PROTO_UDP, 1, 9000), Marking::Ef), Action::Set(key(PROTO_TCP, 2, 5001), Marking::Bulk)]
+    );
+    assert_eq!(a.flows().count(), 2, "the agents' own datagrams are not a flow");
+}
+
+#[test]
+fn a_silent_flow_is_forgotten_and_its_marking_removed() {
+    let mut a = agent(Mode::Mark);
+    let k = key(PROTO_UDP, 1, 9000);
+    for i in 0..12u32 {
+        perception(&mut a, k, Instant::ZERO + PERIOD * i, 0);
+    }
+    assert!(actions(&mut a).contains(&Action::Set(k, Marking::Ef)));
+    a.handle_timeout(Instant::ZERO + PERIOD * 12 + AgentConfig::default().flow_idle);
+    assert_eq!(actions(&mut a), vec![Action::Set(k, Marking::Untouched)]);
+    assert_eq!(a.flows().count(), 0);
+}
+
+/// Runs a local-mode agent over a learned 30 Hz flow and records the gate's state at each
+/// step of 100 µs.
+#[test]
+fn local_preemption_holds_the_bulk_before_each_control_message_and_releases_after() {
+    let mut a = agent(Mode::Local);
+    let ctl = key(PROTO_UDP, 40000, 9000);
+    let lead = a.config().lead;
+    let mut held = false;
+    let mut t = Instant::ZERO;
+    let step = Duration::from_micros(100);
+    let mut next_msg = 0u32;
+    let (mut holds, mut covered, mut messages_after_learning) = (0, 0, 0);
+    let end = Instant::ZERO + PERIOD * 60;
+    while t < end {
+        if t >= Instant::ZERO + PERIOD * next_msg {
+            // Past learning, every message must find the gate already held.
+            if next_msg >= 20 {
+                messages_after_learning += 1;
+                if held {
+                    covered += 1;
+                }
+            }
+            perception(&mut a, ctl, t, if next_msg > 12 { 46 } else { 0 });
+            next_msg += 1;
+        }
+        a.handle_timeout(t);
+        for x in actions(&mut a) {
+            match x {
+                Action::Hold => {
+                    assert!(!held, "hold twice");
+                    held = true;
+                    holds += 1;
+                }
+                Action::Release => {
+                    assert!(held, "release of an open gate");
+                    held = false;
+                }
+                Action::Set(..) => {}
+            }
+        }
+        let next = a.poll_timeout(t).max(t + Duration::from_nanos(1));
+        t = next.min(t + step);
+    }
+    assert_eq!(covered, messages_after_learning, "every learned message found the bulk held");
+    assert!(holds >= 40, "one hold per period: {holds}");
+    // Between windows the gate is open most of the time.
+    let model = a.controller().flow(0).unwrap();
+    let window = 2.0 * 2.0 * model.sigma().unwrap().as_secs_f64() + 0.002 + lead.as_secs_f64();
+    assert!(window < PERIOD.as_secs_f64() / 2.0, "windows of {window} s leave the bulk little room");
+    assert_eq!(a.stats().window_holds, holds);
+}
+
+/// Two robots with bulk and one arbiter, their datagrams delivered at once: never both open.
+#[test]
+fn global_preemption_lets_one_robot_send_bulk_at_a_time_and_each_gets_its_turn() {
+    let cfg = AgentConfig {
+        mode: Mode::Global,
+        token: Config { timeslice: Duration::from_millis(500), ..Config::default() },
+        ..AgentConfig::default()
+    };
+    let members = [1, 2];
+    let mut agents: Vec<Agent> =
+        members.iter().map(|&id| Agent::new(cfg.clone(), id, 1, &members, Instant::ZERO).unwrap()).collect();
+    let mut open = [false; 2];
+    let mut open_time = [Duration::ZERO; 2];
+    let mut buf = vec![0u8; 256];
+    let step = Duration::from_millis(1);
+    let mut t = Instant::ZERO;
+    let bulk = |i: usize| key(PROTO_TCP, 40000 + i as u16, 5001);
+    for _ in 0..6000 {
+        for (i, a) in agents.iter_mut().enumerate() {
+            a.on_backlog(t, 10);
+            if open[i] {
+                a.on_packet(t, bulk(i), 1500, 0);
+            }
+            a.handle_timeout(t);
+        }
+        // Deliver every datagram.
+        let mut wire = Vec::new();
+        for a in agents.iter_mut() {
+            while let Some(tx) = a.poll_transmit(t, &mut buf) {
+                wire.push((a.id(), tx.dest, buf[..tx.len].to_vec()));
+            }
+        }
+        for (from, dest, bytes) in wire {
+            for a in agents.iter_mut() {
+                let to_me = match dest {
+                    Dest::Unicast(d) => d == a.id(),
+                    Dest::Broadcast => a.id() != from,
+                };
+                if to_me {
+                    a.handle_datagram(t, from, &bytes);
+                }
+            }
+        }
+        for (i, a) in agents.iter_mut().enumerate() {
+            for x in actions(a) {
+                match x {
+                    Action::Hold => open[i] = false,
+                    Action::Release => open[i] = true,
+                    Action::Set(..) => {}
+                }
+            }
+            if open[i] {
+                open_time[i] += step;
+            }
+        }
+        assert!(!(open[0] && open[1]), "two robots sent bulk at once at {t:?}");
+        t = t + step;
+    }
+    for (i, d) in open_time.iter().enumerate() {
+        assert!(*d > Duration::from_secs(1), "robot {} sent bulk for only {d:?} of 6 s", i + 1);
+    }
+}
+
+#[test]
+fn an_invalid_configuration_is_refused() {
+    let bad = AgentConfig { token: Config { limit: 0, ..Config::default() }, ..AgentConfig::default() };
+    assert!(matches!(Agent::new(bad, 1, 1, &[1], Instant::ZERO), Err(AgentConfigError::Token(ConfigError::Limit))));
+}
