@@ -67,7 +67,7 @@ fn an_aperiodic_small_flow_is_bulk_and_an_app_marked_flow_is_left_alone() {
     let mut t = Instant::ZERO;
     for i in 0..30u64 {
         a.on_packet(t, chatty, 200, 0);
-        t = t + Duration::from_millis(10 + (i * 37) % 83);
+        t += Duration::from_millis(10 + (i * 37) % 83);
     }
     assert_eq!(a.flows().find(|f| f.key == chatty).unwrap().verdict, Verdict::Bulk);
     for k in 0..3u32 {
@@ -224,7 +224,7 @@ fn global_preemption_lets_one_robot_send_bulk_at_a_time_and_each_gets_its_turn()
             }
         }
         assert!(!(open[0] && open[1]), "two robots sent bulk at once at {t:?}");
-        t = t + step;
+        t += step;
     }
     for (i, d) in open_time.iter().enumerate() {
         assert!(*d > Duration::from_secs(1), "robot {} sent bulk for only {d:?} of 6 s", i + 1);
