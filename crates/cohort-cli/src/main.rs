@@ -1,6 +1,7 @@
 //! `cohort`: the command-line front door to Cohort.
 
 mod bench;
+mod coorp_cmd;
 mod demo;
 mod demo_lrt;
 mod group_cmd;
@@ -30,6 +31,9 @@ enum Command {
     Group(group_cmd::GroupArgs),
     /// Deterministic simulation: `cohort sim run SCENARIO --seed N` or `--seeds A..B`.
     Sim(sim_cmd::SimArgs),
+    /// Coordinated preemption for every application (root): `cohort coorp agent --dev IFACE
+    /// ...` on each robot, `cohort coorp status`.
+    Coorp(coorp_cmd::CoorpArgs),
     /// Run a benchmark (baselines in the same run); `--json` prints the figures.
     Bench(bench::BenchArgs),
     /// Real network stacks in namespaces over the emulated channel (root):
@@ -53,6 +57,7 @@ fn main() -> ExitCode {
         Command::Lrt(a) => lrt_cmd::run(&a).map_err(Into::into),
         Command::Group(a) => group_cmd::run(&a).map_err(Into::into),
         Command::Sim(a) => sim_cmd::run(&a).map_err(Into::into),
+        Command::Coorp(a) => coorp_cmd::run(&a).map_err(Into::into),
         Command::Bench(a) => bench::run(a).map_err(Into::into),
         Command::Testbed(a) => testbed_cmd::run(&a).map_err(Into::into),
         Command::Tune { args } => python::run_module("cohort.tune", &args).map_err(Into::into),

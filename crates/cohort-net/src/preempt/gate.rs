@@ -8,11 +8,16 @@
 //! held here, on the egress queue of the robot's interface:
 //!
 //! ```text
-//! root  1:  HTB, default class 1:20
+//! root  1:  HTB, default class 1:20 (1:30 with a bulk mark)
 //!   ├── 1:10  latency-sensitive: DSCP EF, CS6, CS7 (u32 filters), rate = link rate, prio 0
-//!   └── 1:20  everything else (bulk), rate = link rate, prio 1
-//!         └── 20:  TBF: open (rate far above the link) or held (1 byte/s)
+//!   ├── 1:20  bulk: everything else, or only packets carrying the bulk mark, prio 1
+//!   │     └── 20:  TBF: open (rate far above the link) or held (1 byte/s)
+//!   └── 1:30  with a bulk mark only: packets of flows not (yet) judged, prio 1, never held
 //! ```
+//!
+//! With [`GateConfig::bulk_mark`] the agent decides per flow what is bulk (nftables sets the
+//! packet mark of the flows it judged bulk; a u32 filter on the mark sends them to 1:20), so a
+//! control loop still being learned is never held.
 //!
 //! Shaping egress to the link rate moves the bulk backlog from the card into the host, where
 //! it can be held; the LS class passes it. The classes' buckets hold two MTUs, so the shaper
@@ -31,7 +36,7 @@
 //! released; dropping with a filter makes TCP collapse its window. IPv4 only for now: IPv6 LS
 //! traffic is treated as bulk.
 
-use super::netlink::{Rtnl, Tbf};
+use super::netlink::{QueueStats, Rtnl, Tbf};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
@@ -55,11 +60,13 @@ pub struct GateConfig {
     /// DSCP code points that pass the gate (latency-sensitive): EF, CS6 and CS7 by default,
     /// the code points Linux maps to AC_VO.
     pub bypass_dscp: Vec<u8>,
+    /// If set, only packets with this mark (`skb->mark`) are bulk; others pass in class 1:30.
+    pub bulk_mark: Option<u32>,
 }
 
 impl GateConfig {
     pub fn new(dev: impl Into<String>, link_rate_bps: u64) -> Self {
-        GateConfig { dev: dev.into(), link_rate_bps, bulk_queue_bytes: 4 << 20, bypass_dscp: vec![46, 48, 56] }
+        GateConfig { dev: dev.into(), link_rate_bps, bulk_queue_bytes: 4 << 20, bypass_dscp: vec![46, 48, 56], bulk_mark: None }
     }
 
     fn open(&self) -> Tbf {
@@ -166,12 +173,18 @@ impl BulkGate {
             }
             e => e,
         };
-        tc(&s(&["qdisc", "replace", "dev", &dev, "root", "handle", "1:", "htb", "default", "20"]))
+        let default = if cfg.bulk_mark.is_some() { "30" } else { "20" };
+        tc(&s(&["qdisc", "replace", "dev", &dev, "root", "handle", "1:", "htb", "default", default]))
             .map_err(privilege)?;
         let gate =
             |rtnl, kick| BulkGate { cfg: cfg.clone(), ifindex, rtnl, kick, held: false, stats: GateStats::default() };
         let mut installed = gate(Rtnl::open().map_err(GateError::Netlink)?, kick_socket().map_err(GateError::Kick)?);
-        for (class, prio) in [("1:10", "0"), ("1:20", "1")] {
+        let classes: &[(&str, &str)] = if cfg.bulk_mark.is_some() {
+            &[("1:10", "0"), ("1:20", "1"), ("1:30", "1")]
+        } else {
+            &[("1:10", "0"), ("1:20", "1")]
+        };
+        for &(class, prio) in classes {
             tc(&s(&[
                 "class", "replace", "dev", &dev, "parent", "1:", "classid", class, "htb", "rate", &rate, "ceil", &rate,
                 "prio", prio, "quantum", "1514", "burst", "3028", "cburst", "3028",
@@ -215,6 +228,27 @@ impl BulkGate {
                 "0xfc",
                 "flowid",
                 "1:10",
+            ]))?;
+        }
+        if let Some(mark) = cfg.bulk_mark {
+            tc(&s(&[
+                "filter",
+                "add",
+                "dev",
+                &dev,
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "2",
+                "u32",
+                "match",
+                "mark",
+                &format!("{mark:#x}"),
+                "0xffffffff",
+                "flowid",
+                "1:20",
             ]))?;
         }
         // Make sure the fast path works before anyone relies on it.
@@ -276,6 +310,12 @@ impl BulkGate {
 
     pub fn is_held(&self) -> bool {
         self.held
+    }
+
+    /// Bulk packets and bytes waiting in the gate now.
+    pub fn backlog(&mut self) -> Result<QueueStats, GateError> {
+        let q = self.rtnl.queue_stats(self.ifindex, TBF_HANDLE).map_err(GateError::Netlink)?;
+        q.ok_or_else(|| GateError::Netlink(io::Error::new(io::ErrorKind::NotFound, "the gate's TBF is gone")))
     }
 
     pub fn stats(&self) -> GateStats {

@@ -2,8 +2,17 @@
 //!
 //! * [`gate::BulkGate`]: holds and releases a robot's foreign bulk (any application's) in the
 //!   kernel's egress queue, within one netlink round trip.
+//! * [`observer::Observer`]: sees every packet leave the robot's interface.
+//! * [`marker::Marker`]: marks chosen flows in the kernel (nftables): EF, or the gate's bulk mark.
+//! * [`agent::run`]: `cohort coorp agent`, the three above driven by the sans-IO
+//!   `cohort_proto::preempt::agent::Agent`, with the bulk token over secure frames.
 
+pub mod agent;
 pub mod gate;
+pub mod marker;
 mod netlink;
+pub mod observer;
 
+pub use agent::{AgentError, AgentOptions, AgentSnapshot, FlowStatus};
 pub use gate::{BulkGate, GateConfig, GateError, GateStats};
+pub use netlink::QueueStats;

@@ -1,6 +1,7 @@
-//! The one rtnetlink request the bulk gate makes on its fast path: change a TBF qdisc's rate
-//! and burst (`RTM_NEWQDISC` without `NLM_F_CREATE`, as `tc qdisc change` sends it), and the
-//! kernel's acknowledgement.
+//! The rtnetlink requests of the bulk gate: on its fast path, change a TBF qdisc's rate and
+//! burst (`RTM_NEWQDISC` without `NLM_F_CREATE`, as `tc qdisc change` sends it) and read the
+//! kernel's acknowledgement; and read how many packets a qdisc holds (`RTM_GETQDISC` dump,
+//! `TCA_STATS2`/`TCA_STATS_QUEUE`, as `tc -s qdisc show` reads it).
 //!
 //! Written by hand because it is one fixed message: the layouts are `linux/netlink.h`
 //! (`nlmsghdr`), `linux/rtnetlink.h` (`tcmsg`, `rtattr`) and `linux/pkt_sched.h`
@@ -13,9 +14,14 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const RTM_NEWQDISC: u16 = 36;
+const RTM_GETQDISC: u16 = 38;
 const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_ACK: u16 = 4;
+const NLM_F_DUMP: u16 = 0x300;
+const TCA_STATS2: u16 = 7;
+const TCA_STATS_QUEUE: u16 = 3;
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
 const TCA_TBF_PARMS: u16 = 1;
@@ -74,6 +80,82 @@ pub fn tbf_change(seq: u32, ifindex: i32, handle: u32, parent: u32, tbf: Tbf) ->
     m
 }
 
+/// The `RTM_GETQDISC` dump request for the qdiscs of `ifindex`.
+pub fn qdisc_dump(seq: u32, ifindex: i32) -> Vec<u8> {
+    let mut m = vec![0u8; 16];
+    m.extend_from_slice(&[0, 0, 0, 0]);
+    m.extend_from_slice(&ifindex.to_ne_bytes());
+    m.extend_from_slice(&[0u8; 12]);
+    let len = m.len() as u32;
+    m[0..4].copy_from_slice(&len.to_ne_bytes());
+    m[4..6].copy_from_slice(&RTM_GETQDISC.to_ne_bytes());
+    m[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    m[8..12].copy_from_slice(&seq.to_ne_bytes());
+    m
+}
+
+/// Packets and bytes a qdisc holds (`struct gnet_stats_queue`: qlen, backlog).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub packets: u32,
+    pub bytes: u32,
+}
+
+/// Iterates `(type, payload)` over the attributes in `buf`; stops at the first malformed one.
+fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let h = buf.get(at..at + 4)?;
+        let len = usize::from(u16::from_ne_bytes([h[0], h[1]]));
+        let ty = u16::from_ne_bytes([h[2], h[3]]) & !NLA_F_NESTED;
+        let payload = buf.get(at + 4..at + len.max(4))?;
+        at += len.max(4).next_multiple_of(4);
+        Some((ty, payload))
+    })
+}
+
+/// Reads the dump replies in `buf`: the queue of qdisc `handle` on `ifindex` if among them,
+/// and whether the dump is complete (`NLMSG_DONE` seen).
+pub fn parse_qdisc_dump(buf: &[u8], ifindex: i32, handle: u32) -> io::Result<(Option<QueueStats>, bool)> {
+    let mut at = 0;
+    let mut found = None;
+    while buf.len() >= at + 16 {
+        let u32_at = |i: usize| u32::from_ne_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+        let len = u32_at(at) as usize;
+        let ty = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+        if len < 16 || at + len > buf.len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed netlink message"));
+        }
+        match ty {
+            NLMSG_DONE => return Ok((found, true)),
+            NLMSG_ERROR if len >= 20 => {
+                let errno = u32_at(at + 16) as i32;
+                return Err(io::Error::from_raw_os_error(-errno));
+            }
+            RTM_NEWQDISC if len >= 36 => {
+                let body = &buf[at + 16..at + len];
+                let idx = i32::from_ne_bytes([body[4], body[5], body[6], body[7]]);
+                let h = u32::from_ne_bytes([body[8], body[9], body[10], body[11]]);
+                if idx == ifindex && h == handle {
+                    let queue = attrs(&body[20..])
+                        .filter(|&(t, _)| t == TCA_STATS2)
+                        .flat_map(|(_, p)| attrs(p))
+                        .find(|&(t, p)| t == TCA_STATS_QUEUE && p.len() >= 8);
+                    if let Some((_, p)) = queue {
+                        found = Some(QueueStats {
+                            packets: u32::from_ne_bytes([p[0], p[1], p[2], p[3]]),
+                            bytes: u32::from_ne_bytes([p[4], p[5], p[6], p[7]]),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+        at += len.next_multiple_of(4);
+    }
+    Ok((found, false))
+}
+
 /// Reads the acknowledgement of request `seq` out of a received datagram: `Ok(true)` if the
 /// kernel accepted it, an error with its errno if it refused, `Ok(false)` if the datagram holds
 /// no acknowledgement of `seq`.
@@ -113,28 +195,50 @@ impl Rtnl {
         Ok(Rtnl { fd: unsafe { OwnedFd::from_raw_fd(fd) }, seq: 0 })
     }
 
+    fn send(&self, msg: &[u8]) -> io::Result<()> {
+        // SAFETY: sending a buffer we own; the kernel is the default destination of a netlink
+        // socket.
+        let n = unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
+        if n < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    }
+
+    fn recv<'a>(&self, buf: &'a mut [u8]) -> io::Result<&'a [u8]> {
+        loop {
+            // SAFETY: receiving into a buffer we own, of the length we pass.
+            let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n >= 0 {
+                return Ok(&buf[..n as usize]);
+            }
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+    }
+
+    /// What qdisc `handle` on `ifindex` holds now; `None` if it does not exist.
+    pub fn queue_stats(&mut self, ifindex: i32, handle: u32) -> io::Result<Option<QueueStats>> {
+        self.seq = self.seq.wrapping_add(1);
+        self.send(&qdisc_dump(self.seq, ifindex))?;
+        let mut buf = vec![0u8; 32 << 10];
+        let mut found = None;
+        loop {
+            let (f, done) = parse_qdisc_dump(self.recv(&mut buf)?, ifindex, handle)?;
+            found = found.or(f);
+            if done {
+                return Ok(found);
+            }
+        }
+    }
+
     /// Sends `tbf_change` and waits for the kernel's acknowledgement.
     pub fn change_tbf(&mut self, ifindex: i32, handle: u32, parent: u32, tbf: Tbf) -> io::Result<()> {
         self.seq = self.seq.wrapping_add(1);
         let msg = tbf_change(self.seq, ifindex, handle, parent, tbf);
-        // SAFETY: sending a buffer we own; the kernel is the default destination of a netlink
-        // socket.
-        let n = unsafe { libc::send(self.fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        self.send(&msg)?;
         let mut buf = [0u8; 8192];
         loop {
-            // SAFETY: receiving into a buffer we own, of the length we pass.
-            let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                if e.kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if parse_ack(&buf[..n as usize], self.seq)? {
+            if parse_ack(self.recv(&mut buf)?, self.seq)? {
                 return Ok(());
             }
         }
@@ -182,5 +286,50 @@ mod tests {
         bad[0..4].copy_from_slice(&1000u32.to_ne_bytes());
         assert!(parse_ack(&bad, 5).is_err());
         assert!(!parse_ack(&[1, 2, 3], 5).unwrap());
+    }
+
+    /// One `RTM_NEWQDISC` reply as the kernel writes it: tcmsg, a kind, and `TCA_STATS2` with
+    /// a `TCA_STATS_QUEUE` inside.
+    fn qdisc_reply(ifindex: i32, handle: u32, qlen: u32, backlog: u32) -> Vec<u8> {
+        let mut m = vec![0u8; 16];
+        m.extend_from_slice(&[0, 0, 0, 0]);
+        m.extend_from_slice(&ifindex.to_ne_bytes());
+        m.extend_from_slice(&handle.to_ne_bytes());
+        m.extend_from_slice(&[0u8; 8]);
+        attr(&mut m, TCA_KIND, b"tbf\0");
+        let mut q = Vec::new();
+        for v in [qlen, backlog, 0, 0, 0] {
+            q.extend_from_slice(&v.to_ne_bytes());
+        }
+        let mut stats = Vec::new();
+        attr(&mut stats, 1, &[0u8; 16]);
+        attr(&mut stats, TCA_STATS_QUEUE, &q);
+        attr(&mut m, TCA_STATS2 | NLA_F_NESTED, &stats);
+        let len = m.len() as u32;
+        m[0..4].copy_from_slice(&len.to_ne_bytes());
+        m[4..6].copy_from_slice(&RTM_NEWQDISC.to_ne_bytes());
+        m
+    }
+
+    #[test]
+    fn a_qdisc_dump_yields_the_named_queue_and_ends_at_done() {
+        let mut dump = qdisc_reply(3, 0x0001_0000, 9, 9000);
+        dump.extend(qdisc_reply(3, 0x0020_0000, 4, 6000));
+        dump.extend(qdisc_reply(4, 0x0020_0000, 7, 7000));
+        let (q, done) = parse_qdisc_dump(&dump, 3, 0x0020_0000).unwrap();
+        assert_eq!(q, Some(QueueStats { packets: 4, bytes: 6000 }));
+        assert!(!done);
+        let mut end = vec![0u8; 20];
+        end[0..4].copy_from_slice(&20u32.to_ne_bytes());
+        end[4..6].copy_from_slice(&NLMSG_DONE.to_ne_bytes());
+        assert_eq!(parse_qdisc_dump(&end, 3, 0x0020_0000).unwrap(), (None, true));
+        let mut bad = qdisc_reply(3, 0x0020_0000, 1, 1);
+        bad[0..4].copy_from_slice(&4000u32.to_ne_bytes());
+        assert!(parse_qdisc_dump(&bad, 3, 0x0020_0000).is_err());
+        // A truncated attribute inside is skipped, not read past.
+        let mut short = qdisc_reply(3, 0x0020_0000, 1, 1);
+        let n = short.len();
+        short[n - 24..n - 22].copy_from_slice(&200u16.to_ne_bytes());
+        assert_eq!(parse_qdisc_dump(&short, 3, 0x0020_0000).unwrap().0, None);
     }
 }
