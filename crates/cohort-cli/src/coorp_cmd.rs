@@ -282,7 +282,10 @@ fn status_cmd(a: &StatusArgs) -> Result<ExitCode, CoorpError> {
         if v["hosts_arbiter"].as_bool().unwrap_or(false) { " (arbiter here)" } else { "" },
         s("backlog_packets"),
     );
-    println!("{:<5} {:<22} {:<22} {:<17} {:<9} {:>9} {:>8} {:>9}", "proto", "src", "dst", "verdict", "marking", "period_ms", "sigma_ms", "messages");
+    println!(
+        "{:<5} {:<22} {:<22} {:<17} {:<9} {:>9} {:>8} {:>9}",
+        "proto", "src", "dst", "verdict", "marking", "period_ms", "sigma_ms", "messages"
+    );
     for f in v["flows"].as_array().into_iter().flatten() {
         let t = |k: &str| f[k].as_str().unwrap_or("").to_string();
         let n = |k: &str| f[k].as_f64().map_or("-".to_string(), |x| format!("{x:.2}"));

@@ -155,7 +155,8 @@ fn ifindex(dev: &str) -> Result<i32, AgentError> {
 
 /// Waits until one of `fds` is readable or `timeout` passes (a signal ends the wait early).
 fn wait(fds: &[i32], timeout: Duration) {
-    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     let ts = libc::timespec {
         tv_sec: timeout.as_secs().min(3600) as libc::time_t,
         tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
@@ -171,9 +172,9 @@ pub fn run(
     stop: &AtomicBool,
     mut status: impl FnMut(&AgentSnapshot),
 ) -> Result<AgentSnapshot, AgentError> {
+    let key = TeamKey::derive(&opts.team_secret, opts.team_id).map_err(|e| AgentError::Config(e.to_string()))?;
     let _claim = claim(&opts.dev)?;
     let ifindex = ifindex(&opts.dev)?;
-    let key = TeamKey::derive(&opts.team_secret, opts.team_id).map_err(|e| AgentError::Config(e.to_string()))?;
     let mut secure =
         Secure::new(key, opts.id, kind::PREEMPT).map_err(|e| AgentError::Config(format!("entropy: {e}")))?;
     let clock = cohort_time::Clock::start();
@@ -188,7 +189,8 @@ pub fn run(
     }
     let mut agent = Agent::new(opts.config.clone(), opts.id, opts.arbiter, &members, clock.now())
         .map_err(|e| AgentError::Config(e.to_string()))?;
-    let mut observer = Observer::open(ifindex).map_err(|source| AgentError::Observer { dev: opts.dev.clone(), source })?;
+    let mut observer =
+        Observer::open(ifindex).map_err(|source| AgentError::Observer { dev: opts.dev.clone(), source })?;
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
     sock.set_tos_v4(TOS_CS6)?;
     sock.set_nonblocking(true)?;

@@ -66,7 +66,13 @@ pub struct GateConfig {
 
 impl GateConfig {
     pub fn new(dev: impl Into<String>, link_rate_bps: u64) -> Self {
-        GateConfig { dev: dev.into(), link_rate_bps, bulk_queue_bytes: 4 << 20, bypass_dscp: vec![46, 48, 56], bulk_mark: None }
+        GateConfig {
+            dev: dev.into(),
+            link_rate_bps,
+            bulk_queue_bytes: 4 << 20,
+            bypass_dscp: vec![46, 48, 56],
+            bulk_mark: None,
+        }
     }
 
     fn open(&self) -> Tbf {

@@ -48,13 +48,12 @@ pub fn parse_outgoing(frame: &[u8]) -> Option<Outgoing> {
     if frag != 0 || !(proto == PROTO_TCP || proto == PROTO_UDP) {
         return None;
     }
-    let addr = |i: usize| -> Option<Ipv4Addr> { Some(Ipv4Addr::new(*ip.get(i)?, *ip.get(i + 1)?, *ip.get(i + 2)?, *ip.get(i + 3)?)) };
-    let port = |i: usize| -> Option<u16> { Some(u16::from_be_bytes([*ip.get(ihl + i)?, *ip.get(ihl + i + 1)?])) };
-    let key = FlowKey {
-        proto,
-        src: SocketAddrV4::new(addr(12)?, port(0)?),
-        dst: SocketAddrV4::new(addr(16)?, port(2)?),
+    let addr = |i: usize| -> Option<Ipv4Addr> {
+        Some(Ipv4Addr::new(*ip.get(i)?, *ip.get(i + 1)?, *ip.get(i + 2)?, *ip.get(i + 3)?))
     };
+    let port = |i: usize| -> Option<u16> { Some(u16::from_be_bytes([*ip.get(ihl + i)?, *ip.get(ihl + i + 1)?])) };
+    let key =
+        FlowKey { proto, src: SocketAddrV4::new(addr(12)?, port(0)?), dst: SocketAddrV4::new(addr(16)?, port(2)?) };
     Some(Outgoing { key, ip_len, dscp: tos >> 2 })
 }
 
@@ -135,7 +134,7 @@ impl Observer {
                     _ => return Err(e),
                 }
             }
-            if from.sll_pkttype != libc::PACKET_OUTGOING as u8 {
+            if from.sll_pkttype != libc::PACKET_OUTGOING {
                 continue;
             }
             self.stats.outgoing += 1;
