@@ -56,9 +56,13 @@ struct AgentArgs {
     /// Another robot's agent, `ID=IP:PORT` (repeat).
     #[arg(long = "peer", value_parser = parse_peer)]
     peers: Vec<(u32, SocketAddrV4)>,
-    /// The robot whose agent runs the arbiter (the coordinator).
-    #[arg(long)]
+    /// The robot whose agent runs the arbiter (fixed; see --group-broadcast).
+    #[arg(long, default_value_t = 0)]
     arbiter: u32,
+    /// The team's broadcast address and group port (`IP:PORT`): the agents form a GCBRR group
+    /// and the arbiter runs on its coordinator, moving when that robot fails.
+    #[arg(long)]
+    group_broadcast: Option<SocketAddrV4>,
     /// The channel's goodput for one sender, Mbit/s: the gate shapes egress to it.
     #[arg(long)]
     link_mbps: f64,
@@ -165,6 +169,7 @@ pub fn snapshot_json(s: &AgentSnapshot) -> Value {
         "hosts_arbiter": s.hosts_arbiter, "backlog_packets": s.backlog_packets,
         "flows": flows,
         "stats": {
+            "arbiter_starts": st.arbiter_starts,
             "packets": st.packets, "flows_seen": st.flows_seen, "flows_marked": st.flows_marked,
             "flows_unmarked": st.flows_unmarked, "ls_messages": st.ls_messages, "holds": st.holds,
             "releases": st.releases, "window_holds": st.window_holds, "token_holds": st.token_holds,
@@ -237,6 +242,7 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
         bind: a.bind,
         peers: a.peers.clone(),
         arbiter: a.arbiter,
+        group: a.group_broadcast,
         link_rate_bps: (a.link_mbps * 1e6) as u64,
         team_id: a.team,
         team_secret: a.secret.as_bytes().to_vec(),

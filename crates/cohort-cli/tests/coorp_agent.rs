@@ -208,3 +208,136 @@ fn a_second_agent_on_the_device_and_a_short_secret_are_refused() {
     assert!(first.wait().unwrap().success());
     let _ = std::fs::remove_file(&status);
 }
+
+/// Three robots and a ground station on one bridge. The agents form the team's group; robots 2
+/// and 3 upload to the ground station under the bulk token; robot 1, the coordinator and so the
+/// arbiter's host, is killed. Robot 2 becomes coordinator, starts an arbiter, and both uploads
+/// go on taking turns.
+#[test]
+fn the_arbiter_moves_to_the_next_coordinator_when_its_robot_dies() {
+    let id = std::process::id() % 100_000;
+    let hub = format!("cah{id}");
+    let nss: Vec<String> = (0..4).map(|i| format!("cah{id}n{i}")).collect();
+    struct Cleanup(Vec<String>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            for ns in &self.0 {
+                let _ = netns::delete(ns);
+            }
+        }
+    }
+    let _cleanup = Cleanup(nss.iter().cloned().chain([hub.clone()]).collect());
+    netns::add(&hub).unwrap();
+    netns::ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"]).unwrap();
+    netns::ip(&["-n", &hub, "link", "set", "br0", "up"]).unwrap();
+    let addr = |i: usize| Ipv4Addr::new(10, 97, 0, 1 + i as u8);
+    for (i, ns) in nss.iter().enumerate() {
+        netns::add(ns).unwrap();
+        let port = format!("p{i}");
+        netns::ip(&["link", "add", "wl0", "netns", ns, "type", "veth", "peer", "name", &port, "netns", &hub]).unwrap();
+        netns::ip(&["-n", &hub, "link", "set", &port, "master", "br0", "up"]).unwrap();
+        netns::ip(&["-n", ns, "addr", "add", &format!("{}/24", addr(i)), "dev", "wl0"]).unwrap();
+        netns::ip(&["-n", ns, "link", "set", "wl0", "up"]).unwrap();
+        netns::ip(&["-n", ns, "link", "set", "lo", "up"]).unwrap();
+    }
+    // Robots 1-3 are namespaces 0-2; the ground station is 3.
+    let ground = addr(3);
+    let listener = netns::in_netns(&nss[3], move || TcpListener::bind(SocketAddrV4::new(ground, 5001))).unwrap();
+    let received = std::sync::Arc::new([(); 3].map(|_| std::sync::Mutex::new(Vec::<(Instant, usize)>::new())));
+    let rx = received.clone();
+    let sink = std::thread::spawn(move || {
+        let mut threads = Vec::new();
+        for _ in 0..2 {
+            let (mut c, from) = listener.accept().unwrap();
+            let robot = usize::from(match from.ip() {
+                std::net::IpAddr::V4(a) => a.octets()[3],
+                _ => 0,
+            }) - 1;
+            let rx = rx.clone();
+            threads.push(std::thread::spawn(move || {
+                let mut buf = vec![0u8; 65536];
+                while let Ok(k) = c.read(&mut buf) {
+                    if k == 0 {
+                        break;
+                    }
+                    rx[robot].lock().unwrap().push((Instant::now(), k));
+                }
+            }));
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+    });
+    let status = |i: usize| std::env::temp_dir().join(format!("coorp-agent-move-{id}-{i}.json"));
+    let mut agents: Vec<std::process::Child> = (0..3)
+        .map(|i| {
+            let _ = std::fs::remove_file(status(i));
+            let peers: Vec<String> =
+                (0..3).filter(|&j| j != i).map(|j| format!("--peer={}={}:7470", j + 1, addr(j))).collect();
+            Command::new("ip")
+                .args(["netns", "exec", &nss[i], env!("CARGO_BIN_EXE_cohort"), "coorp", "agent", "--dev", "wl0"])
+                .args(["--id", &(i + 1).to_string(), "--bind", &format!("{}:7470", addr(i))])
+                .args(peers)
+                .args(["--group-broadcast", "10.97.0.255:7480", "--mode", "global", "--link-mbps", "100"])
+                .args(["--timeslice-s", "0.5", "--duration-s", "14", "--status"])
+                .arg(status(i))
+                .env("COHORT_TEAM_SECRET", SECRET)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, a) in agents.iter_mut().enumerate() {
+        wait_for(&status(i), a);
+    }
+    let uploaders: Vec<_> = [1usize, 2]
+        .into_iter()
+        .map(|i| {
+            let (me, ns) = (addr(i), nss[i].clone());
+            std::thread::spawn(move || {
+                let mut s = netns::in_netns(&ns, move || {
+                    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+                    s.bind(&SocketAddrV4::new(me, 0).into())?;
+                    s.connect(&SocketAddrV4::new(ground, 5001).into())?;
+                    Ok(TcpStream::from(s))
+                })
+                .unwrap();
+                let end = Instant::now() + Duration::from_secs(11);
+                let chunk = vec![3u8; 8192];
+                while Instant::now() < end {
+                    if s.write_all(&chunk).is_err() {
+                        break;
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(3));
+    let killed = Instant::now();
+    agents[0].kill().unwrap();
+    agents[0].wait().unwrap();
+    for u in uploaders {
+        u.join().unwrap();
+    }
+    sink.join().unwrap();
+    let outs: Vec<Value> = agents
+        .drain(1..)
+        .map(|a| {
+            let o = a.wait_with_output().unwrap();
+            assert!(o.status.success(), "agent: {}", String::from_utf8_lossy(&o.stderr));
+            serde_json::from_slice(&o.stdout).unwrap()
+        })
+        .collect();
+    assert_eq!(outs[0]["stats"]["arbiter_starts"], 1, "robot 2 hosts the arbiter after robot 1 died: {}", outs[0]);
+    assert_eq!(outs[1]["stats"]["arbiter_starts"], 0);
+    // Both uploads move again after the take-over (fault detection 1 s plus the take-over wait).
+    for r in [1, 2] {
+        let late: usize =
+            received[r].lock().unwrap().iter().filter(|(t, _)| *t > killed + Duration::from_secs(4)).map(|x| x.1).sum();
+        assert!(late > 0, "robot {}'s upload stalled after the arbiter's robot died", r + 1);
+    }
+    for i in 0..3 {
+        let _ = std::fs::remove_file(status(i));
+    }
+}

@@ -43,8 +43,12 @@ pub struct AgentOptions {
     pub bind: SocketAddrV4,
     /// The other robots' agents.
     pub peers: Vec<(u32, SocketAddrV4)>,
-    /// The robot whose agent runs the arbiter (the team's coordinator).
+    /// The robot whose agent runs the arbiter, when the agents keep no group.
     pub arbiter: u32,
+    /// The team's group (GCBRR, [`crate::GroupSocket`]) broadcast address: with it the agents
+    /// form a group on its port, and the arbiter runs on the group's coordinator and moves
+    /// with it when that robot fails (`arbiter` is then ignored).
+    pub group: Option<SocketAddrV4>,
     /// What the gate shapes egress to: the channel's goodput for one sender.
     pub link_rate_bps: u64,
     pub team_id: u32,
@@ -73,6 +77,8 @@ pub enum AgentError {
     Marker(#[from] MarkerError),
     #[error("agent socket: {0}")]
     Io(#[from] io::Error),
+    #[error("team group: {0}")]
+    Group(#[from] crate::GroupError),
 }
 
 /// One flow as `cohort coorp status` shows it.
@@ -184,11 +190,24 @@ pub fn run(
     if members.len() != opts.peers.len() + 1 {
         return Err(AgentError::Config("a peer repeats an id or has this agent's id".into()));
     }
-    if !members.contains(&opts.arbiter) {
+    if opts.group.is_none() && !members.contains(&opts.arbiter) {
         return Err(AgentError::Config(format!("arbiter {} is not a member", opts.arbiter)));
     }
-    let mut agent = Agent::new(opts.config.clone(), opts.id, opts.arbiter, &members, clock.now())
+    let group = match opts.group {
+        None => None,
+        Some(bcast) => {
+            let local = SocketAddrV4::new(*opts.bind.ip(), bcast.port());
+            let mut cfg =
+                crate::GroupConfig::new(opts.team_secret.clone(), opts.team_id, opts.id, local.into(), bcast.into());
+            cfg.dscp = Some(48);
+            Some(crate::GroupSocket::open(cfg, crate::Start::Static(members.clone()))?)
+        }
+    };
+    // With a group, the smallest id coordinates first (GCBRR's static start).
+    let first_arbiter = if group.is_some() { members[0] } else { opts.arbiter };
+    let mut agent = Agent::new(opts.config.clone(), opts.id, first_arbiter, &members, clock.now())
         .map_err(|e| AgentError::Config(e.to_string()))?;
+    let mut coordinator = Some(first_arbiter);
     let mut observer =
         Observer::open(ifindex).map_err(|source| AgentError::Observer { dev: opts.dev.clone(), source })?;
     let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
@@ -271,6 +290,16 @@ pub fn run(
                 Err(e) => {
                     kernel_errors += 1;
                     tracing::warn!(%e, "agent: reading the gate's backlog");
+                }
+            }
+        }
+        if let Some(g) = &group {
+            let c = g.coordinator();
+            if c != coordinator {
+                coordinator = c;
+                tracing::info!(?c, "agent: the team's coordinator changed");
+                if let Err(e) = agent.set_arbiter_host(now, c == Some(opts.id), &g.members()) {
+                    return Err(AgentError::Config(e.to_string()));
                 }
             }
         }

@@ -239,6 +239,8 @@ pub struct AgentStats {
     pub window_holds: u64,
     pub token_holds: u64,
     pub token_requests: u64,
+    /// Arbiters this robot started on becoming coordinator.
+    pub arbiter_starts: u64,
 }
 
 /// Why the gate is held now.
@@ -429,6 +431,30 @@ impl Agent {
             self.stats.token_requests += 1;
             c.want(now);
         }
+    }
+
+    /// Whether this robot hosts the arbiter now (it is the team's coordinator), and the team's
+    /// members. Becoming host starts an arbiter whose epoch is newer than any this robot heard,
+    /// so it recovers the team's grants before it grants (see the module docs of
+    /// [`super`]); losing it stands the arbiter down (its grants run out by their leases).
+    pub fn set_arbiter_host(&mut self, now: Instant, host: bool, members: &[u32]) -> Result<(), AgentConfigError> {
+        if !self.cfg.mode.global() {
+            return Ok(());
+        }
+        match (host, self.arbiter.as_mut()) {
+            (true, None) => {
+                let heard = self.client.as_ref().map_or(Epoch::ZERO, Client::highest_epoch);
+                self.arbiter = Some(Arbiter::new(self.cfg.token, self.id, members, heard, now)?);
+                self.stats.arbiter_starts += 1;
+            }
+            (true, Some(a)) => a.set_members(now, members),
+            (false, Some(a)) => {
+                a.stand_down();
+                self.arbiter = None;
+            }
+            (false, None) => {}
+        }
+        Ok(())
     }
 
     /// A token-protocol datagram from robot `from` (its frame's authenticated sender).

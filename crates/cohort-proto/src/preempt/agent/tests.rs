@@ -236,3 +236,79 @@ fn an_invalid_configuration_is_refused() {
     let bad = AgentConfig { token: Config { limit: 0, ..Config::default() }, ..AgentConfig::default() };
     assert!(matches!(Agent::new(bad, 1, 1, &[1], Instant::ZERO), Err(AgentConfigError::Token(ConfigError::Limit))));
 }
+
+/// Three robots with bulk; the arbiter's robot crashes and, after the group layer's fault
+/// detection, the next robot becomes coordinator and hosts a new arbiter. Never two survivors
+/// open at once, and both survivors send bulk after the crash.
+#[test]
+fn the_arbiter_moves_with_the_coordinator_and_never_lets_two_robots_send() {
+    let cfg = AgentConfig {
+        mode: Mode::Global,
+        token: Config { timeslice: Duration::from_millis(400), ..Config::default() },
+        ..AgentConfig::default()
+    };
+    let members = [1u32, 2, 3];
+    let mut agents: Vec<Agent> =
+        members.iter().map(|&id| Agent::new(cfg.clone(), id, 1, &members, Instant::ZERO).unwrap()).collect();
+    let crash_at = Instant::ZERO + Duration::from_secs(3);
+    let detected_at = crash_at + Duration::from_millis(500);
+    let mut open = [false; 3];
+    let mut open_after = [Duration::ZERO; 3];
+    let mut buf = vec![0u8; 256];
+    let step = Duration::from_millis(1);
+    let mut t = Instant::ZERO;
+    while t < Instant::ZERO + Duration::from_secs(10) {
+        let alive = |i: usize| i != 0 || t < crash_at;
+        if t == detected_at {
+            agents[1].set_arbiter_host(t, true, &[2, 3]).unwrap();
+        }
+        for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
+            a.on_backlog(t, 10);
+            a.handle_timeout(t);
+        }
+        let mut wire = Vec::new();
+        for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
+            while let Some(tx) = a.poll_transmit(t, &mut buf) {
+                wire.push((i, tx.dest, buf[..tx.len].to_vec()));
+            }
+        }
+        for (from, dest, bytes) in wire {
+            for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
+                let to_me = match dest {
+                    Dest::Unicast(d) => d == a.id(),
+                    Dest::Broadcast => i != from,
+                };
+                if to_me {
+                    a.handle_datagram(t, members[from], &bytes);
+                }
+            }
+        }
+        for (i, a) in agents.iter_mut().enumerate() {
+            for x in actions(a) {
+                match x {
+                    Action::Hold => open[i] = false,
+                    Action::Release => open[i] = true,
+                    Action::Set(..) => {}
+                }
+            }
+            if !alive(i) {
+                // A crashed robot sends nothing, whatever its gate said.
+                open[i] = false;
+            }
+            if open[i] && t > crash_at {
+                open_after[i] += step;
+            }
+        }
+        assert!(open.iter().filter(|&&o| o).count() <= 1, "two robots sent bulk at once at {t:?}: {open:?}");
+        t += step;
+    }
+    assert_eq!(agents[1].stats().arbiter_starts, 1);
+    for i in [1, 2] {
+        assert!(
+            open_after[i] > Duration::from_secs(1),
+            "robot {} sent bulk for {:?} after the crash",
+            i + 1,
+            open_after[i]
+        );
+    }
+}
