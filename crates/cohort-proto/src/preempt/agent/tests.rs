@@ -262,7 +262,7 @@ fn the_arbiter_moves_with_the_coordinator_and_never_lets_two_robots_send() {
         if t == detected_at {
             agents[1].set_arbiter_host(t, true, &[2, 3]).unwrap();
         }
-        for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
+        for (_, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
             a.on_backlog(t, 10);
             a.handle_timeout(t);
         }
