@@ -4,6 +4,7 @@ use crate::secure::{Secure, SecureError};
 use crate::shared::{Shared, Wait};
 use crate::timer::TimerFd;
 use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection, SendError, State};
+use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -81,9 +82,30 @@ pub struct SocketStats {
     /// Authenticated datagrams from a sender other than the connected peer (another sender id,
     /// or another life of the peer's: a restarted peer must open a new connection).
     pub foreign_sender: u64,
-    /// Times the peer moved to a new address (its newest datagram came from there).
+    /// Times the peer moved to a new address: its newest datagram came from there, and it
+    /// answered a path challenge sent there.
     pub migrations: u64,
+    /// Path challenges sent to a new address of the peer, and answered by this socket.
+    pub path_challenges: u64,
+    pub path_responses: u64,
+    /// Path datagrams that were malformed or answered no open challenge (a stale or spoofed
+    /// path).
+    pub path_refused: u64,
 }
+
+/// A challenge sent to a new address of the peer, awaiting its response from there.
+#[derive(Debug, Clone, Copy)]
+struct PathCheck {
+    addr: SocketAddr,
+    token: [u8; 8],
+    sent: cohort_time::Instant,
+}
+
+/// A challenge to a new address is sent again after this long, on the peer's next datagram
+/// from there.
+const PATH_RETRY: Duration = Duration::from_millis(50);
+const PATH_CHALLENGE: u8 = 1;
+const PATH_RESPONSE: u8 = 2;
 
 #[derive(Debug)]
 struct Inner {
@@ -91,6 +113,8 @@ struct Inner {
     secure: Secure,
     /// The peer's address and, once it has spoken, its sender id and life (epoch).
     peer: Option<(SocketAddr, Option<(u32, u64)>)>,
+    /// The open path challenge, if the peer spoke from a new address.
+    path: Option<PathCheck>,
     stats: SocketStats,
     shutdown: bool,
 }
@@ -149,8 +173,14 @@ impl LrtSocket {
         let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
             .map_err(|e| NetError::Config(e.to_string()))?;
         let secure = Secure::new(key, cfg.sender_id, cohort_wire::frame::kind::LRT)?;
-        let inner =
-            Inner { conn, secure, peer: peer.map(|a| (a, None)), stats: SocketStats::default(), shutdown: false };
+        let inner = Inner {
+            conn,
+            secure,
+            peer: peer.map(|a| (a, None)),
+            path: None,
+            stats: SocketStats::default(),
+            shutdown: false,
+        };
         let shared = Arc::new(Shared::new(inner, waker));
         let s2 = shared.clone();
         let thread = std::thread::Builder::new().name("cohort-lrt".into()).spawn(move || {
@@ -428,25 +458,97 @@ fn transmit(
     }
 }
 
+/// Seals one path datagram (`what` and its token) and sends it to `to`.
+fn send_path(g: &mut Inner, sock: &UdpSocket, to: SocketAddr, what: u8, token: [u8; 8]) {
+    let mut plain = [0u8; 9];
+    plain[0] = what;
+    plain[1..].copy_from_slice(&token);
+    let mut wire = [0u8; 9 + cohort_wire::frame::OVERHEAD];
+    match g.secure.seal_as(kind::PATH, &plain, &mut wire) {
+        Ok(n) => match sock.send_to(&wire[..n], to) {
+            Ok(_) => {
+                g.stats.datagrams_sent += 1;
+                g.stats.wire_bytes_sent += n as u64;
+            }
+            Err(e) => tracing::debug!(%e, "lrt: path datagram"),
+        },
+        Err(e) => tracing::debug!(%e, "lrt: sealing a path datagram"),
+    }
+}
+
+/// The peer's newest datagram came from `from`, not its known address: challenge `from` (as
+/// QUIC's path validation does) unless a challenge went there a moment ago. The socket keeps
+/// answering at the known address until the response proves the peer receives at `from`.
+fn challenge(g: &mut Inner, sock: &UdpSocket, from: SocketAddr, now: cohort_time::Instant) {
+    if g.path.is_some_and(|p| p.addr == from && now.saturating_duration_since(p.sent) < PATH_RETRY) {
+        return;
+    }
+    let mut token = [0u8; 8];
+    if getrandom::fill(&mut token).is_err() {
+        // No entropy: never move rather than move on a guessable challenge.
+        g.stats.path_refused += 1;
+        return;
+    }
+    g.path = Some(PathCheck { addr: from, token, sent: now });
+    g.stats.path_challenges += 1;
+    send_path(g, sock, from, PATH_CHALLENGE, token);
+}
+
+/// A path datagram of the peer's life from `from`: answer a challenge where it came from;
+/// move to `from` on the response to the open challenge sent there.
+fn on_path(g: &mut Inner, sock: &UdpSocket, from: SocketAddr, payload: &[u8]) {
+    let Ok(&[what, ref token @ ..]) = <&[u8; 9]>::try_from(payload) else {
+        g.stats.path_refused += 1;
+        return;
+    };
+    match what {
+        PATH_CHALLENGE => {
+            g.stats.path_responses += 1;
+            send_path(g, sock, from, PATH_RESPONSE, *token);
+        }
+        PATH_RESPONSE if g.path.is_some_and(|p| p.addr == from && p.token == *token) => {
+            g.path = None;
+            if let Some((addr, life)) = g.peer
+                && addr != from
+            {
+                g.peer = Some((from, life));
+                g.stats.migrations += 1;
+            }
+        }
+        _ => g.stats.path_refused += 1,
+    }
+}
+
 fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
     crate::shared::drain(sock, buf, |datagram, from| {
         let mut g = shared.lock();
         g.stats.datagrams_received += 1;
         g.stats.wire_bytes_received += datagram.len() as u64;
-        let Some(o) = g.secure.open(datagram) else {
+        let Some(o) = g.secure.open_with(datagram, kind::PATH) else {
             return;
         };
         let life = Some((o.sender_id, o.epoch));
+        let now = shared.clock.now();
+        if o.kind == kind::PATH {
+            match g.peer {
+                Some((_, known)) if known.is_some() && known == life => {
+                    let payload = o.payload.to_vec();
+                    on_path(&mut g, sock, from, &payload);
+                }
+                _ => g.stats.foreign_sender += 1,
+            }
+            return;
+        }
         match g.peer {
             Some((addr, None)) if addr == from => g.peer = Some((addr, life)),
             Some((addr, known)) if known.is_some() && known == life => {
-                // Migration (a NAT rebinding, a drone changing access point): the peer's life
+                // A move (a NAT rebinding, a drone changing access point): the peer's life
                 // spoke from a new address with its newest packet, which only a holder of the
-                // team key who has this life's epoch can seal, and no replay can be. Answer
-                // there from now on; a late datagram from the old address does not move it back.
+                // team key who has this life's epoch can seal, and no replay can be. Before
+                // answering there, make sure the peer receives there too (a datagram whose
+                // source an on-path attacker rewrote must not redirect the connection).
                 if addr != from && g.secure.is_newest(o.sender_id, o.epoch, o.packet_number) {
-                    g.peer = Some((from, life));
-                    g.stats.migrations += 1;
+                    challenge(&mut g, sock, from, now);
                 }
             }
             None => g.peer = Some((from, life)),
@@ -455,7 +557,6 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
                 return;
             }
         }
-        let now = shared.clock.now();
         g.conn.handle_packet(now, o.packet_number, o.payload);
     });
 }

@@ -41,7 +41,12 @@ impl Secure {
     }
 
     pub fn seal(&mut self, plain: &[u8], out: &mut [u8]) -> Result<usize, SecureError> {
-        self.sealer.seal(self.kind, plain, out).map_err(|e| match e {
+        self.seal_as(self.kind, plain, out)
+    }
+
+    /// Seals a datagram of another payload kind in this life (it takes the next packet number).
+    pub fn seal_as(&mut self, kind: u8, plain: &[u8], out: &mut [u8]) -> Result<usize, SecureError> {
+        self.sealer.seal(kind, plain, out).map_err(|e| match e {
             SealError::PacketNumberExhausted => SecureError::Exhausted,
             SealError::BufferTooSmall { .. } => SecureError::Buffer,
         })
@@ -49,8 +54,13 @@ impl Secure {
 
     /// The authentic datagram of this kind; `None` for anything else (counted by reason).
     pub fn open<'a>(&mut self, datagram: &'a mut [u8]) -> Option<cohort_wire::frame::Opened<'a>> {
+        self.open_with(datagram, self.kind)
+    }
+
+    /// The authentic datagram of this kind or of kind `also`; `None` for anything else.
+    pub fn open_with<'a>(&mut self, datagram: &'a mut [u8], also: u8) -> Option<cohort_wire::frame::Opened<'a>> {
         let o = self.opener.open(datagram).ok()?;
-        if o.kind != self.kind {
+        if o.kind != self.kind && o.kind != also {
             self.foreign_kind += 1;
             return None;
         }

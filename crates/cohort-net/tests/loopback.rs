@@ -206,7 +206,69 @@ fn a_peer_that_changes_address_mid_stream_is_followed() {
     }
     c.flush(Some(Duration::from_secs(10))).expect("acknowledgements reach the client at its new address");
     assert_eq!(server.stats().migrations, 1);
+    assert!(server.stats().path_challenges >= 1, "the new address was challenged first");
+    assert!(c.stats().path_responses >= 1, "and the client answered from there");
     assert_ne!(server.peer_addr().unwrap(), first);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+/// An on-path attacker without the key copies each fresh datagram of the client and delivers
+/// the copy first from an address of its own, where it drops whatever comes back (it wants the
+/// server's answers sent to a victim). The copy is authentic and the newest, so without path
+/// validation the server would move there and lose the client. With it, the challenge sent to
+/// that address is never answered: the connection stays, every message arrives, acknowledgements
+/// keep reaching the client.
+#[test]
+fn a_spoofed_source_address_does_not_redirect_the_connection() {
+    use std::net::UdpSocket;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let target = server.local_addr();
+    let outside = UdpSocket::bind("127.0.0.1:0").unwrap();
+    outside.set_nonblocking(true).unwrap();
+    let relay = outside.local_addr().unwrap();
+    let st = stop.clone();
+    let h = std::thread::spawn(move || {
+        let up = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let spoof = UdpSocket::bind("127.0.0.1:0").unwrap();
+        up.set_nonblocking(true).unwrap();
+        spoof.set_nonblocking(true).unwrap();
+        let (mut client, mut n_fwd, mut buf, mut sink) = (None, 0usize, vec![0u8; 70_000], vec![0u8; 70_000]);
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut idle = true;
+            if let Ok((n, from)) = outside.recv_from(&mut buf) {
+                idle = false;
+                client = Some(from);
+                n_fwd += 1;
+                if n_fwd > 100 {
+                    let _ = spoof.send_to(&buf[..n], target);
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                let _ = up.send_to(&buf[..n], target);
+            }
+            if let (Ok((n, _)), Some(c)) = (up.recv_from(&mut buf), client) {
+                idle = false;
+                let _ = outside.send_to(&buf[..n], c);
+            }
+            // What the server sends to the spoofed address goes nowhere.
+            while spoof.recv_from(&mut sink).is_ok() {}
+            if idle {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+    });
+    let c = LrtSocket::connect(relay, cfg(2)).unwrap();
+    for i in 0..1500u32 {
+        c.send(&msg(i, 300)).unwrap();
+    }
+    for i in 0..1500u32 {
+        assert_eq!(server.recv_timeout(Some(Duration::from_secs(10))).unwrap(), msg(i, 300), "message {i}");
+    }
+    c.flush(Some(Duration::from_secs(10))).expect("acknowledgements still reach the client");
+    let s = server.stats();
+    assert_eq!(s.migrations, 0, "{s:?}");
+    assert!(s.path_challenges >= 1, "the spoofed address was challenged: {s:?}");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     h.join().unwrap();
 }

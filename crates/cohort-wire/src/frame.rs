@@ -75,6 +75,8 @@ pub mod kind {
     pub const GROUP: u8 = 1;
     /// Coordinated preemption: the bulk token's arbiter and its clients.
     pub const PREEMPT: u8 = 2;
+    /// Path validation of a transport connection that moved (challenge and response).
+    pub const PATH: u8 = 3;
 }
 
 /// Header field positions.
