@@ -762,7 +762,8 @@ fn testbed_params(a: &CoorpArgs) -> Result<cohort_bench::coorp_testbed::TestbedP
     }
     if let Some(c) = &a.testbed_channel {
         let (phy, rate) = c.split_once(':').unwrap_or(("", ""));
-        let rate: f64 = rate.parse().map_err(|_| BenchError::Invalid("--testbed-channel PHY:MBPS, e.g. ac:78".into()))?;
+        let rate: f64 =
+            rate.parse().map_err(|_| BenchError::Invalid("--testbed-channel PHY:MBPS, e.g. ac:78".into()))?;
         if !["a", "g", "n", "ac"].contains(&phy) || !(1.0..=10_000.0).contains(&rate) {
             return Err(BenchError::Invalid("--testbed-channel: PHY a, g, n or ac; rate in [1, 10000] Mbit/s".into()));
         }

@@ -415,6 +415,9 @@ pub fn mean_ci95(v: &[f64]) -> (f64, f64) {
 }
 
 fn interval(v: &[f64], digits: i32) -> Value {
+    if v.is_empty() {
+        return json!({ "mean": null, "ci95": null, "n": 0 });
+    }
     let (m, h) = mean_ci95(v);
     json!({ "mean": round(m, digits), "ci95": if h.is_nan() { Value::Null } else { json!(round(h, digits)) }, "n": v.len() })
 }
@@ -427,11 +430,14 @@ fn pooled(runs: &[&TbRun], ideal_mbps: f64, edca_epoch_s: f64) -> Value {
     reaction.sort_by(f64::total_cmp);
     let shares: Vec<f64> = runs.iter().map(|r| r.outcome.violation_share()).collect();
     let bh: Vec<f64> = runs.iter().map(|r| r.outcome.bh_mbps()).collect();
-    let epoch_means: Vec<f64> = runs.iter().map(|r| mean(&r.outcome.epoch_s)).collect();
-    let epoch_mean = mean(&runs.iter().flat_map(|r| r.outcome.epoch_s.iter().copied()).collect::<Vec<_>>());
+    let epoch_means: Vec<f64> =
+        runs.iter().filter(|r| !r.outcome.epoch_s.is_empty()).map(|r| mean(&r.outcome.epoch_s)).collect();
+    let epochs: Vec<f64> = runs.iter().flat_map(|r| r.outcome.epoch_s.iter().copied()).collect();
+    // No epoch at all (`no_bh`): no epoch figures (not a mean of nothing).
+    let epoch_mean = if epochs.is_empty() { f64::NAN } else { mean(&epochs) };
     let util: Vec<f64> = bh.iter().map(|b| if ideal_mbps > 0.0 { b / ideal_mbps } else { f64::NAN }).collect();
     let late: Vec<f64> = runs.iter().filter_map(|r| r.emulator["late_us_p99"].as_f64()).collect();
-    json!({
+    let mut v = json!({
         "runs": runs.len(),
         "loops": loops,
         "violation_share": round(violations as f64 / loops.max(1) as f64, 4),
@@ -448,13 +454,17 @@ fn pooled(runs: &[&TbRun], ideal_mbps: f64, edca_epoch_s: f64) -> Value {
         "epochs": runs.iter().map(|r| r.outcome.epoch_s.len()).sum::<usize>(),
         "epochs_cut": runs.iter().map(|r| r.outcome.epochs_cut).sum::<usize>(),
         "epoch_s": round(epoch_mean, 3),
-        "epoch_s_interval": interval(&epoch_means.iter().copied().filter(|x| *x > 0.0).collect::<Vec<_>>(), 3),
+        "epoch_s_interval": interval(&epoch_means, 3),
         "epoch_time_ratio_vs_edca": if edca_epoch_s > 0.0 && epoch_mean > 0.0 { round(epoch_mean / edca_epoch_s, 3) } else { f64::NAN },
         "send_late_ms_p99_max": runs.iter().map(|r| r.outcome.send_late_ms_p99).fold(0.0, f64::max),
         "emulator_late_us_p99_max": late.iter().copied().fold(0.0, f64::max),
         "steal_share_max": runs.iter().map(|r| r.steal_share).fold(0.0, f64::max),
-        "agents": runs.iter().map(|r| json!(r.agents)).collect::<Vec<_>>(),
-    })
+    });
+    if runs.iter().any(|r| !r.agents.is_empty()) {
+        // Every agent's counters, per run.
+        v["agents"] = runs.iter().map(|r| json!(r.agents)).collect();
+    }
+    v
 }
 
 /// The workload's sizes: `p.workload`, with `update_bytes` 0 replaced so that a run of
