@@ -238,12 +238,12 @@ fn tcp_goodput(bed: &Bed, port: u16, warmup_s: f64, secs: f64) -> Result<f64, St
     let warm = Duration::from_secs_f64(warmup_s);
     let mut t_warm = None;
     while start.elapsed() < total {
-        if let Ok(n) = rx.read(&mut buf) {
-            if start.elapsed() >= warm {
-                let t = *t_warm.get_or_insert_with(Instant::now);
-                let _ = t;
-                bytes += n as u64;
-            }
+        // The span starts at the first read after the warm-up, whose bytes arrived before it.
+        if let Ok(n) = rx.read(&mut buf)
+            && start.elapsed() >= warm
+            && t_warm.replace(t_warm.unwrap_or_else(Instant::now)).is_some()
+        {
+            bytes += n as u64;
         }
     }
     let _ = writer.join();
@@ -581,7 +581,7 @@ mod tests {
         assert_eq!(s.nodes.len(), 5);
         assert!(scenario(4, &ch, "nope", 1).is_err());
         let w = sized_workload(&TestbedParams::default(), 50.0);
-        assert!(w.update_bytes >= 1 << 20 && w.update_bytes % 65_536 == 0);
+        assert!(w.update_bytes >= 1 << 20 && w.update_bytes.is_multiple_of(65_536));
         let (m, h) = mean_ci95(&[1.0, 2.0, 3.0]);
         assert!((m - 2.0).abs() < 1e-12 && (h - 4.303 / 3f64.sqrt()).abs() < 1e-9);
     }

@@ -480,11 +480,7 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
         threads.handles.push(std::thread::spawn(move || {
             let mut buf = vec![0u8; CHUNK];
             let mut data = vec![0x42u8; CHUNK];
-            loop {
-                match read_n(&mut ws, batch, &wstop, &mut buf) {
-                    Ok(true) => {}
-                    _ => break,
-                }
+            while let Ok(true) = read_n(&mut ws, batch, &wstop, &mut buf) {
                 std::thread::sleep(train);
                 data[0] ^= 1;
                 if !matches!(write_n(&mut ws, update, &wstop, &data), Ok(true)) {
