@@ -23,17 +23,17 @@
 //! steal time: figures are real-time figures of this host.
 
 pub mod agents;
+mod bulk;
+pub mod channel;
 pub mod workload;
 
 use crate::stats::{mean, quantile, round, thin};
 use agents::{AgentMode, AgentSpec, Agents};
+pub use channel::{choose_channel, model_goodput};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, SocketAddrV4, TcpStream};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 use workload::{Endpoint, WorkloadOutcome, WorkloadParams};
 
 /// The leader's node name; workers are `w1`, `w2`, ...
@@ -166,7 +166,7 @@ fn run_name() -> String {
 }
 
 /// The guest's steal and total CPU time (USER_HZ ticks) from `/proc/stat`.
-fn cpu_ticks() -> (u64, u64) {
+pub(crate) fn cpu_ticks() -> (u64, u64) {
     let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let v: Vec<u64> =
         s.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
@@ -174,15 +174,15 @@ fn cpu_ticks() -> (u64, u64) {
 }
 
 /// A testbed brought up for one run, with its robots' endpoints.
-struct Bed {
-    tb: Testbed,
-    nodes: Vec<String>,
-    leader: Endpoint,
-    workers: Vec<Endpoint>,
+pub(crate) struct Bed {
+    pub(crate) tb: Testbed,
+    pub(crate) nodes: Vec<String>,
+    pub(crate) leader: Endpoint,
+    pub(crate) workers: Vec<Endpoint>,
 }
 
 impl Bed {
-    fn up(workers: usize, ch: &Channel, profile: &str, seed: u64) -> Result<Bed, String> {
+    pub(crate) fn up(workers: usize, ch: &Channel, profile: &str, seed: u64) -> Result<Bed, String> {
         let s = scenario(workers, ch, profile, seed)?;
         let tb = Testbed::up(&s, &run_name(), EmuMode::Thread, EmuOptions::default()).map_err(|e| e.to_string())?;
         // No ARP on the air (it would hit every system alike).
@@ -198,7 +198,7 @@ impl Bed {
     }
 
     /// The emulator's lateness figures now (µs) and whether it ran real-time.
-    fn lateness(&self) -> Value {
+    pub(crate) fn lateness(&self) -> Value {
         match self.tb.status() {
             Some(s) => json!({
                 "late_us_p50": s.late_us_p50, "late_us_p99": s.late_us_p99, "late_us_max": s.late_us_max,
@@ -208,130 +208,6 @@ impl Bed {
             None => Value::Null,
         }
     }
-}
-
-/// Goodput (Mbit/s) of one saturating kernel TCP flow from worker 1 to the leader, measured
-/// at the receiver over `secs` after `warmup_s` (slow start).
-fn tcp_goodput(bed: &Bed, port: u16, warmup_s: f64, secs: f64) -> Result<f64, String> {
-    let at = SocketAddrV4::new(bed.leader.addr, port);
-    let listener = cohort_emu::netns::in_netns(&bed.leader.ns, move || std::net::TcpListener::bind(at))
-        .map_err(|e| e.to_string())?;
-    let mut tx = cohort_emu::netns::in_netns(&bed.workers[0].ns, move || {
-        TcpStream::connect_timeout(&SocketAddr::V4(at), Duration::from_secs(5))
-    })
-    .map_err(|e| e.to_string())?;
-    let (mut rx, _) = listener.accept().map_err(|e| e.to_string())?;
-    let total = Duration::from_secs_f64(warmup_s + secs);
-    for s in [&tx, &rx] {
-        s.set_write_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(Duration::from_millis(100))).map_err(|e| e.to_string())?;
-    }
-    let start = Instant::now();
-    let writer = std::thread::spawn(move || {
-        let buf = vec![0u8; 64 * 1024];
-        while start.elapsed() < total {
-            let _ = tx.write(&buf);
-        }
-    });
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut bytes = 0u64;
-    let warm = Duration::from_secs_f64(warmup_s);
-    let mut t_warm = None;
-    while start.elapsed() < total {
-        // The span starts at the first read after the warm-up, whose bytes arrived before it.
-        if let Ok(n) = rx.read(&mut buf)
-            && start.elapsed() >= warm
-            && t_warm.replace(t_warm.unwrap_or_else(Instant::now)).is_some()
-        {
-            bytes += n as u64;
-        }
-    }
-    let _ = writer.join();
-    let span = t_warm.map_or(0.0, |t| t.elapsed().as_secs_f64());
-    Ok(if span > 0.0 { bytes as f64 * 8.0 / span / 1e6 } else { 0.0 })
-}
-
-/// The model's single-station bulk goodput (Mbit/s) on `ch` with `profile`: one worker, no
-/// control, one 8 MiB transfer, the simulator's 802.11 code.
-pub fn model_goodput(ch: &Channel, profile: &str) -> Result<f64, String> {
-    let station = crate::coorp::profiles()
-        .into_iter()
-        .find(|(n, _)| *n == profile)
-        .map(|(_, s)| s)
-        .ok_or_else(|| format!("unknown NIC profile {profile:?}"))?;
-    let cp = cohort_sim::crl::CrlParams {
-        robots: 2,
-        phy_mbps: ch.data_mbps,
-        perception_bytes: 0,
-        action_bytes: 0,
-        batch_bytes: 1500,
-        update_bytes: 8 << 20,
-        train_ms: 0.0,
-        epochs: 1,
-        station,
-        ..Default::default()
-    };
-    Ok(cohort_sim::crl::run(&cp, cohort_sim::crl::System::Edca, 1)?.bh_mbps())
-}
-
-/// Measures candidate channels fastest first and returns the report and the first sustained
-/// one (the slowest candidate if none is).
-pub fn choose_channel(p: &TestbedParams, progress: &mut impl FnMut(&str)) -> Result<(Channel, Value), String> {
-    let mut measured = Vec::new();
-    let mut chosen = None;
-    for ch in &p.candidates {
-        progress(&format!("channel search: {} {} Mbit/s", ch.phy, ch.data_mbps));
-        let model = model_goodput(ch, "per_ac")?;
-        let bed = Bed::up(p.workers, ch, "per_ac", p.seed)?;
-        let (steal0, total0) = cpu_ticks();
-        let tcp = tcp_goodput(&bed, 7490, 1.0, p.probe_s)?;
-        let wl = WorkloadParams {
-            epochs: 1000,
-            max_s: p.probe_s + 0.5,
-            warmup_s: 0.5,
-            update_bytes: 1 << 20,
-            ..p.workload.clone()
-        };
-        let o = workload::run(&bed.leader, &bed.workers, &wl).map_err(|e| e.to_string())?;
-        let late = bed.lateness();
-        let (steal1, total1) = cpu_ticks();
-        bed.tb.down().map_err(|e| e.to_string())?;
-        let late_p99 = late["late_us_p99"].as_f64().unwrap_or(f64::INFINITY);
-        let ok = late_p99 <= p.max_late_us_p99 && tcp >= p.min_goodput_share * model;
-        measured.push(json!({
-            "phy": ch.phy, "data_mbps": ch.data_mbps,
-            "model_single_station_mbps": round(model, 2),
-            "tcp_single_flow_mbps": round(tcp, 2),
-            "tcp_share_of_model": round(tcp / model.max(1e-9), 3),
-            "workload_bulk_bytes_mbps": round(o.bh_bytes as f64 * 8.0 / o.run_s.max(1e-9) / 1e6, 2),
-            "workload_loops": o.loops,
-            "emulator": late,
-            "steal_share": round((steal1 - steal0) as f64 / (total1 - total0).max(1) as f64, 4),
-            "sustained": ok,
-        }));
-        if ok {
-            chosen = Some(ch.clone());
-            break;
-        }
-    }
-    let (ch, how) = match chosen {
-        Some(c) => (c, "the fastest candidate the emulator sustained"),
-        None => (
-            p.candidates.last().cloned().ok_or("no candidate channels")?,
-            "no candidate was sustained; the slowest is used and its figures are the host's, not the model's",
-        ),
-    };
-    Ok((
-        ch.clone(),
-        json!({
-            "phy": ch.phy, "data_mbps": ch.data_mbps, "chosen": how,
-            "criterion": format!(
-                "emulator delivery lateness p99 <= {} us over a {} s saturating TCP flow and {} s of the EDCA workload, \
-                 and that TCP flow's goodput >= {} of the model's single-station goodput",
-                p.max_late_us_p99, p.probe_s, p.probe_s, p.min_goodput_share),
-            "measurements": measured,
-        }),
-    ))
 }
 
 /// One run of one system.
