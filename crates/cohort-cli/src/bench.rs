@@ -232,7 +232,8 @@ struct CoorpArgs {
     /// Team sizes of the scalability sweep (empty: none).
     #[arg(long, value_delimiter = ',', default_value = "2,5,10,20,30,40,50,60")]
     scale: Vec<usize>,
-    /// Also write the JSON next to this PNG (reaction-time CDFs and the sweep).
+    /// Also write the JSON next to this PNG (reaction-time CDFs and the sweep); with
+    /// --testbed also `NAME_testbed.png` (the testbed's CDFs).
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Also run the testbed half (root): the workload on real kernel stacks in network
@@ -727,7 +728,14 @@ fn coorp(a: &CoorpArgs) -> Result<ExitCode, BenchError> {
         }
     }
     if let Some(png) = &a.plot {
-        write_and_plot(&png.with_extension("json"), &json, "coorp")?;
+        if !a.no_sim {
+            write_and_plot(&png.with_extension("json"), &json, "coorp")?;
+        }
+        if a.testbed {
+            // The testbed's CDFs beside it: `NAME_testbed.png` and its JSON (the whole report).
+            let stem = png.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "coorp".into());
+            write_and_plot(&png.with_file_name(format!("{stem}_testbed.json")), &json, "coorp-testbed")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
