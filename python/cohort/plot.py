@@ -3,7 +3,8 @@
 Usage: ``python -m cohort.plot KIND REPORT.json OUT.png`` with KIND one of ``coding`` (kernel
 throughput and decoder comparison), ``lrt`` (delay CDFs of LRT and the block scheme),
 ``fidelity``, ``transport``, ``group`` (GCBRR against its baselines), ``coorp`` (reaction times
-of every seed-000 system and the scalability sweep) or ``coorp-gate`` (how fast the bulk gate
+of every seed-000 system and the scalability sweep) or ``coorp-testbed`` (the testbed half's
+reaction-time CDFs) or ``coorp-gate`` (how fast the bulk gate
 holds and releases a foreign upload). The Rust
 CLI calls this for ``--out``. Exit status 2 means bad arguments or a report of the wrong shape.
 """
@@ -149,6 +150,32 @@ def plot_coorp(report: dict[str, Any], out: Path) -> None:
     ax.set_title("COORP scalability")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def plot_coorp_testbed(report: dict[str, Any], out: Path) -> None:
+    """The testbed half of ``bench coorp``: one panel per NIC profile with every system's
+    reaction-time CDF on real kernel stacks (control marked), and the 33 ms boundary."""
+    _need(report, "profiles", "testbed_channel")
+    profiles = {k: v for k, v in report["profiles"].items() if "testbed" in v}
+    if not profiles:
+        raise KeyError("profiles.<p>.testbed")
+    ch = report["testbed_channel"]
+    fig, axes = plt.subplots(1, len(profiles), figsize=(6 * len(profiles), 4.5), squeeze=False)
+    for ax, (name, prof) in zip(axes[0], profiles.items(), strict=False):
+        for system, figs in prof["testbed"].items():
+            util = figs.get("bh_utilization")
+            util_s = f", util {util:.2f}" if isinstance(util, (int, float)) else ""
+            label = f"{system}: {figs['violation_share'] * 100:.1f}% over{util_s} ({figs['runs']} runs)"
+            _cdf(ax, figs["reaction_ms_cdf"], label=label, color=COORP_COLORS.get(system))
+        ax.axvline(33.0, color="gray", linestyle="--", linewidth=1)
+        ax.set_xlabel("reaction time (ms)")
+        ax.set_ylabel("CDF")
+        ax.set_title(f"testbed 802.11{ch['phy']} {ch['data_mbps']} Mbit/s, NIC {name}, control marked")
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)
@@ -306,6 +333,7 @@ PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "group": plot_group,
     "coorp": plot_coorp,
     "coorp-gate": plot_coorp_gate,
+    "coorp-testbed": plot_coorp_testbed,
 }
 
 

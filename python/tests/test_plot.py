@@ -53,6 +53,19 @@ def test_coorp_chart(tmp_path: Path) -> None:
     assert plot.main(["coorp", str(write(tmp_path, report)), str(out)]) == 2
 
 
+def test_coorp_testbed_chart(tmp_path: Path) -> None:
+    figs = {"violation_share": 0.1, "bh_utilization": 0.9, "runs": 3, "reaction_ms_cdf": [5.0, 10.0, 40.0]}
+    no_bh = {**figs, "bh_utilization": None}
+    report = {
+        "profiles": {"per_ac": {"sim": {}, "testbed": {"edca": figs, "no_bh": no_bh}}},
+        "testbed_channel": {"phy": "ac", "data_mbps": 390.0},
+    }
+    out = tmp_path / "tb.png"
+    assert plot.main(["coorp-testbed", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.stat().st_size > 0
+    assert plot.main(["coorp-testbed", str(write(tmp_path, {"profiles": {}})), str(out)]) == 2
+
+
 def test_coorp_gate_chart(tmp_path: Path) -> None:
     spread = {"n": 3, "p50": 0.1, "p99": 0.2, "max": 0.2, "cdf": [0.0, 0.1, 0.2]}
     report = {key: spread for key in ("pause_ms", "resume_ms", "netlink_us", "probe_owd_ms_held", "probe_owd_ms_open")}

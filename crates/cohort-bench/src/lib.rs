@@ -9,6 +9,7 @@ pub mod block;
 pub mod coding;
 pub mod coorp;
 pub mod coorp_gate;
+pub mod coorp_testbed;
 pub mod fidelity;
 pub mod group;
 pub mod lrt;

@@ -232,9 +232,42 @@ struct CoorpArgs {
     /// Team sizes of the scalability sweep (empty: none).
     #[arg(long, value_delimiter = ',', default_value = "2,5,10,20,30,40,50,60")]
     scale: Vec<usize>,
-    /// Also write the JSON next to this PNG (reaction-time CDFs and the sweep).
+    /// Also write the JSON next to this PNG (reaction-time CDFs and the sweep); with
+    /// --testbed also `NAME_testbed.png` (the testbed's CDFs).
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Also run the testbed half (root): the workload on real kernel stacks in network
+    /// namespaces over the emulated channel, the Cohort systems as `cohort coorp agent`
+    /// processes; merged as `profiles.<p>.testbed.<system>` and `unmarked.testbed`.
+    #[arg(long)]
+    testbed: bool,
+    /// With --testbed: skip the simulator half.
+    #[arg(long, requires = "testbed")]
+    no_sim: bool,
+    /// Testbed systems with control marked (edca, coorp, coorp_global, coorp_local, no_bh,
+    /// ideal; `ideal` is the denominator of bh_utilization).
+    #[arg(long, value_delimiter = ',', default_value = "edca,coorp,coorp_global,coorp_local,no_bh,ideal")]
+    testbed_systems: Vec<String>,
+    /// Testbed systems with control unmarked (edca, coorp; "" for none).
+    #[arg(long, value_delimiter = ',', default_value = "edca,coorp")]
+    testbed_unmarked: Vec<String>,
+    /// NIC profiles of the testbed half.
+    #[arg(long, value_delimiter = ',', default_value = "per_ac,shared_tx")]
+    testbed_profiles: Vec<String>,
+    /// The testbed's channel as PHY:Mbit/s (e.g. ac:78); default: the fastest candidate the
+    /// emulator sustains in real time here, measured first.
+    #[arg(long)]
+    testbed_channel: Option<String>,
+    /// Training epochs per testbed run.
+    #[arg(long, default_value_t = 3)]
+    testbed_epochs: usize,
+    /// Parameter update per worker on the testbed, MiB; default: sized so that a run lasts
+    /// about 20 s on the channel.
+    #[arg(long)]
+    testbed_update_mb: Option<f64>,
+    /// Seconds of each phase of the channel search per candidate.
+    #[arg(long, default_value_t = 3.0)]
+    testbed_probe_s: f64,
 }
 
 #[derive(Debug, Args)]
@@ -620,7 +653,18 @@ fn coorp(a: &CoorpArgs) -> Result<ExitCode, BenchError> {
         update_mb: a.update_mb,
         scale: a.scale.clone(),
     };
-    let r = cohort_bench::coorp::bench(&p, |what| eprintln!("coorp: {what}")).map_err(BenchError::Run)?;
+    let tb = if a.testbed { Some(testbed_params(a)?) } else { None };
+    let mut r = if a.no_sim {
+        serde_json::json!({ "bench": "coorp" })
+    } else {
+        cohort_bench::coorp::bench(&p, |what| eprintln!("coorp: {what}")).map_err(BenchError::Run)?
+    };
+    if let Some(tp) = &tb {
+        let t = cohort_bench::coorp_testbed::bench(tp, |what| eprintln!("coorp testbed: {what}"))
+            .map_err(BenchError::Run)?;
+        cohort_bench::coorp_testbed::merge(&mut r, &t);
+        r["testbed"]["command"] = serde_json::Value::String(testbed_command(a));
+    }
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
     if a.json {
         println!("{json}");
@@ -643,6 +687,31 @@ fn coorp(a: &CoorpArgs) -> Result<ExitCode, BenchError> {
                 );
             }
         }
+        for (profile, v) in r["profiles"].as_object().into_iter().flatten() {
+            for (system, s) in v["testbed"].as_object().into_iter().flatten() {
+                println!(
+                    "{profile:<9} {system:<13} testbed: violations {:>6.2}% (per run {})  reaction p50 {:>7.2} p99 {:>7.2} ms  \
+                     bulk {:.1} Mbit/s, utilization {:.3}  epoch x{:.3} of EDCA",
+                    f(s, "violation_share") * 100.0,
+                    s["violation_share_per_run"],
+                    f(s, "reaction_p50_ms"),
+                    f(s, "reaction_p99_ms"),
+                    f(s, "bh_mbps"),
+                    f(s, "bh_utilization"),
+                    f(s, "epoch_time_ratio_vs_edca"),
+                );
+            }
+            for (system, s) in r["unmarked_testbed_by_profile"][profile].as_object().into_iter().flatten() {
+                println!(
+                    "{profile:<9} {system:<13} testbed, unmarked control: violations {:>6.2}%",
+                    f(s, "violation_share") * 100.0
+                );
+            }
+        }
+        if a.testbed {
+            println!("testbed channel: {}", r["testbed_channel"]);
+            println!("testbed replay: {}", r["testbed"]["command"].as_str().unwrap_or_default());
+        }
         for s in r["scalability"].as_array().into_iter().flatten() {
             println!(
                 "{:>3} robots: violations {:>6.2}% (model {:>6.2}%), bulk {:>7.1} Mbit/s (model {:>7.1})",
@@ -653,13 +722,96 @@ fn coorp(a: &CoorpArgs) -> Result<ExitCode, BenchError> {
                 f(s, "model_bh_mbps")
             );
         }
-        println!("max robots within 5%: {}", r["max_robots_within_5pct"]);
-        println!("replay: {}", r["command"].as_str().unwrap_or_default());
+        if !a.no_sim {
+            println!("max robots within 5%: {}", r["max_robots_within_5pct"]);
+            println!("replay: {}", r["command"].as_str().unwrap_or_default());
+        }
     }
     if let Some(png) = &a.plot {
-        write_and_plot(&png.with_extension("json"), &json, "coorp")?;
+        if !a.no_sim {
+            write_and_plot(&png.with_extension("json"), &json, "coorp")?;
+        }
+        if a.testbed {
+            // The testbed's CDFs beside it: `NAME_testbed.png` and its JSON (the whole report).
+            let stem = png.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "coorp".into());
+            write_and_plot(&png.with_file_name(format!("{stem}_testbed.json")), &json, "coorp-testbed")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The testbed half's parameters from the flags; refuses to go on without root.
+fn testbed_params(a: &CoorpArgs) -> Result<cohort_bench::coorp_testbed::TestbedParams, BenchError> {
+    use cohort_bench::coorp_testbed::{Channel, TbSystem, TestbedParams};
+    cohort_emu::netns::require_root().map_err(|e| BenchError::Run(format!("bench coorp --testbed: {e}")))?;
+    let systems = |names: &[String], allowed: &[TbSystem]| -> Result<Vec<TbSystem>, BenchError> {
+        names
+            .iter()
+            .filter(|n| !n.is_empty())
+            .map(|n| {
+                TbSystem::from_name(n).filter(|s| allowed.contains(s)).ok_or_else(|| {
+                    let names: Vec<&str> = allowed.iter().map(|s| s.name()).collect();
+                    BenchError::Invalid(format!("testbed system {n:?}: one of {}", names.join(", ")))
+                })
+            })
+            .collect()
+    };
+    let mut p = TestbedParams {
+        reps: a.reps,
+        seed: a.seed,
+        systems: systems(&a.testbed_systems, &TbSystem::MARKED)?,
+        unmarked: systems(&a.testbed_unmarked, &TbSystem::UNMARKED)?,
+        profiles: a.testbed_profiles.clone(),
+        probe_s: a.testbed_probe_s,
+        ..TestbedParams::default()
+    };
+    if let Some(bad) = p.profiles.iter().find(|x| !["per_ac", "shared_tx"].contains(&x.as_str())) {
+        return Err(BenchError::Invalid(format!("--testbed-profiles: {bad:?} is not per_ac or shared_tx")));
+    }
+    if let Some(c) = &a.testbed_channel {
+        let (phy, rate) = c.split_once(':').unwrap_or(("", ""));
+        let rate: f64 =
+            rate.parse().map_err(|_| BenchError::Invalid("--testbed-channel PHY:MBPS, e.g. ac:78".into()))?;
+        if !["a", "g", "n", "ac"].contains(&phy) || !(1.0..=10_000.0).contains(&rate) {
+            return Err(BenchError::Invalid("--testbed-channel: PHY a, g, n or ac; rate in [1, 10000] Mbit/s".into()));
+        }
+        p.channel = Some(Channel { phy: phy.into(), data_mbps: rate });
+    }
+    if !(0.5..=60.0).contains(&a.testbed_probe_s) || !(1..=100).contains(&a.testbed_epochs) {
+        return Err(BenchError::Invalid("--testbed-probe-s in [0.5, 60], --testbed-epochs in [1, 100]".into()));
+    }
+    p.workload.epochs = a.testbed_epochs;
+    if let Some(mb) = a.testbed_update_mb {
+        if !(mb > 0.0 && mb <= 1024.0) {
+            return Err(BenchError::Invalid("--testbed-update-mb in (0, 1024]".into()));
+        }
+        p.workload.update_bytes = (mb * 1_048_576.0) as usize;
+    }
+    // The agents are this very binary's `coorp agent`.
+    p.agent = std::env::current_exe().ok();
+    Ok(p)
+}
+
+/// The command that replays the testbed half.
+fn testbed_command(a: &CoorpArgs) -> String {
+    let mut c = format!(
+        "cohort bench coorp --json --testbed --no-sim --reps {} --seed {} --testbed-systems {} --testbed-unmarked '{}' \
+         --testbed-profiles {} --testbed-epochs {} --testbed-probe-s {}",
+        a.reps,
+        a.seed,
+        a.testbed_systems.join(","),
+        a.testbed_unmarked.join(","),
+        a.testbed_profiles.join(","),
+        a.testbed_epochs,
+        a.testbed_probe_s
+    );
+    if let Some(ch) = &a.testbed_channel {
+        c += &format!(" --testbed-channel {ch}");
+    }
+    if let Some(mb) = a.testbed_update_mb {
+        c += &format!(" --testbed-update-mb {mb}");
+    }
+    c
 }
 
 fn coorp_gate(a: &CoorpGateArgs) -> Result<ExitCode, BenchError> {

@@ -1,0 +1,58 @@
+//! The CRL workload on the testbed (root; skipped otherwise): a short EDCA run with two
+//! workers counts its loops, completes its epochs, and leaves no namespace behind. Behaviour
+//! only: no timing threshold.
+
+use cohort_bench::coorp_testbed::workload::WorkloadParams;
+use cohort_bench::coorp_testbed::{Channel, TbSystem, TestbedParams, run_system};
+
+/// One testbed at a time: the namespace check looks for any of this process's runs.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn a_short_edca_run_counts_loops_and_epochs_and_cleans_up() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the testbed needs root (network namespaces)");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ch = Channel { phy: "ac".into(), data_mbps: 78.0 };
+    let p = TestbedParams { workers: 2, channel: Some(ch.clone()), ..TestbedParams::default() };
+    let wl = WorkloadParams {
+        batch_bytes: 256 << 10,
+        update_bytes: 512 << 10,
+        train_ms: 50.0,
+        epochs: 2,
+        warmup_s: 0.5,
+        max_s: 8.0,
+        ..WorkloadParams::default()
+    };
+    let r = run_system(&p, &ch, "per_ac", TbSystem::Edca, true, &wl, 50.0, 0).unwrap_or_else(|e| panic!("{e}"));
+    let o = &r.outcome;
+    assert!(o.loops > 0, "{o:?}");
+    assert_eq!(o.loops, o.reaction_ms.len() + o.incomplete);
+    assert!(o.reaction_ms.iter().all(|&ms| ms > 0.0), "{:?}", o.reaction_ms);
+    assert_eq!(o.epoch_s.len(), 2, "both epochs completed: {o:?}");
+    assert_eq!(o.bh_bytes, 2 * 2 * ((256 << 10) + (512 << 10)));
+    assert!(o.bh_seconds > 0.0 && o.ctl_received > 0);
+    assert!(r.emulator["late_us_p99"].is_number());
+    let ns = std::process::Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let tag = format!("crl{}x", std::process::id());
+    assert!(!String::from_utf8_lossy(&ns.stdout).contains(&tag), "namespaces removed");
+}
+
+#[test]
+fn no_bh_runs_its_loops_without_training() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the testbed needs root (network namespaces)");
+        return;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let ch = Channel { phy: "ac".into(), data_mbps: 78.0 };
+    let p = TestbedParams { workers: 2, channel: Some(ch.clone()), ..TestbedParams::default() };
+    let wl = WorkloadParams { loops_without_bh: 45, warmup_s: 0.5, max_s: 5.0, ..WorkloadParams::default() };
+    let r = run_system(&p, &ch, "shared_tx", TbSystem::NoBh, false, &wl, 50.0, 0).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.outcome.loops, 45);
+    assert!(r.outcome.epoch_s.is_empty() && r.outcome.bh_bytes == 0);
+}
