@@ -12,14 +12,18 @@
 //!   set bulk { type ipv4_addr . inet_proto . inet_service . ipv4_addr . inet_service; }
 //!   chain out { type filter hook output priority mangle;
 //!     ip saddr . meta l4proto . th sport . ip daddr . th dport @ef ip dscp set ef
-//!     ip saddr . meta l4proto . th sport . ip daddr . th dport @bulk meta mark set MARK } }
+//!     ip saddr . meta l4proto . th sport . ip daddr . th dport @bulk ip length >= 81 meta mark set MARK } }
 //! ```
+//!
+//! Only data-carrying packets of a bulk flow get the mark (`BULK_DATA_MIN_BYTES`): its
+//! acknowledgements pass, so an upload another robot sends under the token is never stalled by
+//! this robot's gate.
 //!
 //! Changes go through the `nft` program (nftables ≥ 0.9; the netlink protocol of nf_tables is
 //! large and nft is its reference client); a change is one set element, made once per flow
 //! when its verdict changes, never on a packet's path. The table is removed on drop.
 
-use cohort_proto::preempt::agent::{FlowKey, Marking, PROTO_TCP};
+use cohort_proto::preempt::agent::{BULK_DATA_MIN_BYTES, FlowKey, Marking, PROTO_TCP};
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -83,7 +87,7 @@ impl Marker {
             "table ip {TABLE} {{}}\ndelete table ip {TABLE}\ntable ip {TABLE} {{\n\
              set ef {{ type {tuple}; }}\nset bulk {{ type {tuple}; }}\n\
              chain out {{ type filter hook output priority mangle; policy accept;\n\
-             {key} @ef ip dscp set ef\n{key} @bulk meta mark set {bulk_mark:#x}\n}}\n}}\n"
+             {key} @ef ip dscp set ef\n{key} @bulk ip length >= {BULK_DATA_MIN_BYTES} meta mark set {bulk_mark:#x}\n}}\n}}\n"
         ))?;
         Ok(Marker { flows: HashMap::new(), changes: 0 })
     }

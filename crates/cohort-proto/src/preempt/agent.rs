@@ -88,6 +88,13 @@ pub enum Override {
     Bulk,
 }
 
+/// Smallest IP packet of a bulk flow that carries data: 20 bytes of IPv4 header and at most 60
+/// of TCP header hold no payload. Smaller packets of a bulk flow (its TCP acknowledgements,
+/// above all: the receiver of an upload acknowledges on the same connection) are never held
+/// and never ask for the token, or a robot holding the token would wait for acknowledgements
+/// that another robot's gate holds.
+pub const BULK_DATA_MIN_BYTES: u64 = 81;
+
 /// DSCP code points Linux maps to AC_VO (EF, CS6, CS7): traffic already marked LS.
 pub const LS_DSCP: [u8; 3] = [46, 48, 56];
 
@@ -407,7 +414,7 @@ impl Agent {
                 self.stats.ls_messages += 1;
                 self.controller.observe(flow.id, now);
             }
-        } else {
+        } else if bytes >= BULK_DATA_MIN_BYTES {
             self.last_bulk = now;
             self.want_token(now);
         }

@@ -312,3 +312,29 @@ fn the_arbiter_moves_with_the_coordinator_and_never_lets_two_robots_send() {
         );
     }
 }
+
+/// The receiver of an upload acknowledges on a connection it also sent bulk on: its
+/// acknowledgements neither ask for the token nor count as bulk.
+#[test]
+fn acknowledgements_of_a_bulk_flow_do_not_ask_for_the_token() {
+    let mut a = agent(Mode::Global);
+    let k = key(PROTO_TCP, 40001, 5001);
+    upload(&mut a, k, Instant::ZERO, 60);
+    assert!(actions(&mut a).contains(&Action::Set(k, Marking::Bulk)));
+    assert_eq!(a.stats().token_requests, 1);
+    // The token comes and the upload ends; then only acknowledgements leave for 2 s.
+    let mut t = Instant::ZERO + Duration::from_millis(10);
+    while t < Instant::ZERO + Duration::from_secs(3) {
+        a.on_backlog(t, 0);
+        if t > Instant::ZERO + Duration::from_secs(1) {
+            a.on_packet(t, k, 52, 0);
+        }
+        a.handle_timeout(t);
+        // A team of one: its arbiter and client talk inside the agent.
+        let mut buf = [0u8; 256];
+        while a.poll_transmit(t, &mut buf).is_some() {}
+        t += Duration::from_millis(1);
+    }
+    assert_eq!(a.stats().token_requests, 1, "acknowledgements asked for the token");
+    assert_eq!(a.client().unwrap().state(), crate::preempt::client::ClientState::Idle);
+}
