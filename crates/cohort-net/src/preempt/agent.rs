@@ -28,8 +28,6 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// The packet mark of bulk flows (the gate's filter and the marker agree on it).
-pub const BULK_MARK: u32 = 0xC0B0;
 /// DSCP CS6 in the TOS byte: the agents' own datagrams.
 const TOS_CS6: u32 = 0xc0;
 
@@ -215,11 +213,11 @@ pub fn run(
     sock.set_nonblocking(true)?;
     sock.bind(&SocketAddr::V4(opts.bind).into())?;
     let sock: UdpSocket = sock.into();
-    let mut marker = Marker::install(BULK_MARK)?;
+    let mut marker = Marker::install(super::gate::BULK_CLASSID)?;
     let mut gate = if opts.config.mode == cohort_proto::preempt::agent::Mode::Mark {
         None
     } else {
-        let cfg = GateConfig { bulk_mark: Some(BULK_MARK), ..GateConfig::new(opts.dev.clone(), opts.link_rate_bps) };
+        let cfg = GateConfig { bulk_by_priority: true, ..GateConfig::new(opts.dev.clone(), opts.link_rate_bps) };
         Some(BulkGate::install(cfg)?)
     };
     let started = clock.now();
@@ -227,6 +225,8 @@ pub fn run(
     let mut next_backlog = started;
     let mut next_status = started;
     let (mut sent, mut received, mut kernel_errors, mut backlog_packets) = (0u64, 0u64, 0u64, 0u64);
+    let trace = std::env::var_os("COHORT_AGENT_TRACE").is_some();
+    let mut last_state = None;
     let mut buf = vec![0u8; 2048];
     let mut plain = vec![0u8; 512];
     let snapshot = |agent: &Agent, gate: &Option<BulkGate>, observer: &Observer, marker: &Marker, c: [u64; 5]| {
@@ -318,6 +318,13 @@ pub fn run(
                     Ok(_) => sent += 1,
                     Err(e) => tracing::debug!(%e, %a, "agent: send"),
                 }
+            }
+        }
+        if trace {
+            let st = agent.client().map(|c| format!("{:?}", c.state()).chars().take(7).collect::<String>());
+            if st != last_state {
+                eprintln!("{:.3} token {:?} backlog {} held {}", clock.now().as_nanos() as f64 / 1e9, st, backlog_packets, agent.is_held());
+                last_state = st;
             }
         }
         while let Some(a) = agent.poll_action() {

@@ -8,16 +8,22 @@
 //! held here, on the egress queue of the robot's interface:
 //!
 //! ```text
-//! root  1:  HTB, default class 1:20 (1:30 with a bulk mark)
+//! root  1:  HTB, default class 1:20 (1:30 when bulk is chosen per packet)
 //!   ├── 1:10  latency-sensitive: DSCP EF, CS6, CS7 (u32 filters), rate = link rate, prio 0
-//!   ├── 1:20  bulk: everything else, or only packets carrying the bulk mark, prio 1
+//!   ├── 1:20  bulk: everything else, or only packets whose priority names 1:20, prio 1
 //!   │     └── 20:  TBF: open (rate far above the link) or held (1 byte/s)
-//!   └── 1:30  with a bulk mark only: packets of flows not (yet) judged, prio 1, never held
+//!   └── 1:30  when bulk is chosen per packet: everything else, prio 1, never held
 //! ```
 //!
-//! With [`GateConfig::bulk_mark`] the agent decides per flow what is bulk (nftables sets the
-//! packet mark of the flows it judged bulk; a u32 filter on the mark sends them to 1:20), so a
-//! control loop still being learned is never held.
+//! With [`GateConfig::bulk_by_priority`] the agent decides per flow what is bulk: nftables sets
+//! the packet priority (`skb->priority`) of the data packets of flows it judged bulk to the
+//! class id [`BULK_CLASSID`], and HTB puts a packet whose priority names one of its leaf classes
+//! straight into it (`htb_classify`, before any filter), so a control loop still being learned
+//! and the acknowledgements of someone else's upload are never held. The kick then carries that
+//! priority too (`SO_PRIORITY`), or it would wake the open class instead of the held one.
+//! (A u32 `match mark` filter looks like the obvious tool, but this kernel is built without
+//! `CONFIG_CLS_U32_MARK`: tc accepts the filter and the kernel installs it with no key, so it
+//! matches every packet. Measured on the testbed, where it held every acknowledgement.)
 //!
 //! Shaping egress to the link rate moves the bulk backlog from the card into the host, where
 //! it can be held; the LS class passes it. The classes' buckets hold two MTUs, so the shaper
@@ -45,6 +51,8 @@ use std::time::{Duration, Instant};
 /// The TBF's handle and its parent class.
 const TBF_HANDLE: u32 = 0x0020_0000;
 const BULK_CLASS: u32 = 0x0001_0020;
+/// The bulk class's id as a packet priority: `skb->priority` of packets that go to it.
+pub const BULK_CLASSID: u32 = BULK_CLASS;
 /// IEEE 802 local experimental Ethertype 1: the kick's type.
 const KICK_ETHERTYPE: u16 = 0x88B5;
 
@@ -60,8 +68,9 @@ pub struct GateConfig {
     /// DSCP code points that pass the gate (latency-sensitive): EF, CS6 and CS7 by default,
     /// the code points Linux maps to AC_VO.
     pub bypass_dscp: Vec<u8>,
-    /// If set, only packets with this mark (`skb->mark`) are bulk; others pass in class 1:30.
-    pub bulk_mark: Option<u32>,
+    /// If set, only packets whose priority (`skb->priority`) is [`BULK_CLASSID`] are bulk;
+    /// others pass in class 1:30.
+    pub bulk_by_priority: bool,
 }
 
 impl GateConfig {
@@ -71,7 +80,7 @@ impl GateConfig {
             link_rate_bps,
             bulk_queue_bytes: 4 << 20,
             bypass_dscp: vec![46, 48, 56],
-            bulk_mark: None,
+            bulk_by_priority: false,
         }
     }
 
@@ -159,6 +168,22 @@ fn kick_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Gives every frame of `fd` the priority `prio` (`SO_PRIORITY`; above 6 needs
+/// `CAP_NET_ADMIN`).
+fn set_priority(fd: &OwnedFd, prio: u32) -> io::Result<()> {
+    // SAFETY: setting an integer option on a socket we own.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PRIORITY,
+            (&raw const prio).cast(),
+            std::mem::size_of::<u32>() as u32,
+        )
+    };
+    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+}
+
 impl BulkGate {
     /// Installs the gate on `cfg.dev`, open. Replaces the interface's root queueing
     /// discipline (restored to the kernel's default on drop).
@@ -179,13 +204,13 @@ impl BulkGate {
             }
             e => e,
         };
-        let default = if cfg.bulk_mark.is_some() { "30" } else { "20" };
+        let default = if cfg.bulk_by_priority { "30" } else { "20" };
         tc(&s(&["qdisc", "replace", "dev", &dev, "root", "handle", "1:", "htb", "default", default]))
             .map_err(privilege)?;
         let gate =
             |rtnl, kick| BulkGate { cfg: cfg.clone(), ifindex, rtnl, kick, held: false, stats: GateStats::default() };
         let mut installed = gate(Rtnl::open().map_err(GateError::Netlink)?, kick_socket().map_err(GateError::Kick)?);
-        let classes: &[(&str, &str)] = if cfg.bulk_mark.is_some() {
+        let classes: &[(&str, &str)] = if cfg.bulk_by_priority {
             &[("1:10", "0"), ("1:20", "1"), ("1:30", "1")]
         } else {
             &[("1:10", "0"), ("1:20", "1")]
@@ -236,26 +261,8 @@ impl BulkGate {
                 "1:10",
             ]))?;
         }
-        if let Some(mark) = cfg.bulk_mark {
-            tc(&s(&[
-                "filter",
-                "add",
-                "dev",
-                &dev,
-                "parent",
-                "1:",
-                "protocol",
-                "ip",
-                "prio",
-                "2",
-                "u32",
-                "match",
-                "mark",
-                &format!("{mark:#x}"),
-                "0xffffffff",
-                "flowid",
-                "1:20",
-            ]))?;
+        if cfg.bulk_by_priority {
+            set_priority(&installed.kick, BULK_CLASSID).map_err(GateError::Kick)?;
         }
         // Make sure the fast path works before anyone relies on it.
         installed.change(open)?;

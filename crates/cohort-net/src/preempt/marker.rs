@@ -1,6 +1,7 @@
 //! Marks chosen flows in the kernel with nftables: flows judged latency-sensitive get DSCP EF
 //! (AC_VO on the air, and past the bulk gate's u32 filter), flows judged bulk get the gate's
-//! packet mark (into its held class). Any application's packets, no change to it.
+//! bulk class as their packet priority (into its held class). Any application's packets, no
+//! change to it.
 //!
 //! One table per network namespace, `ip cohort`, with two sets of 5-tuples and one chain at
 //! the output hook, at mangle priority so the gate's classifier (after netfilter) sees the
@@ -12,7 +13,7 @@
 //!   set bulk { type ipv4_addr . inet_proto . inet_service . ipv4_addr . inet_service; }
 //!   chain out { type filter hook output priority mangle;
 //!     ip saddr . meta l4proto . th sport . ip daddr . th dport @ef ip dscp set ef
-//!     ip saddr . meta l4proto . th sport . ip daddr . th dport @bulk ip length >= 81 meta mark set MARK } }
+//!     ip saddr . meta l4proto . th sport . ip daddr . th dport @bulk ip length >= 81 meta priority set 1:20 } }
 //! ```
 //!
 //! Only data-carrying packets of a bulk flow get the mark (`BULK_DATA_MIN_BYTES`): its
@@ -78,16 +79,17 @@ pub struct Marker {
 }
 
 impl Marker {
-    /// Installs the table (replacing one a crashed agent left), with `bulk_mark` as the gate's
-    /// packet mark.
-    pub fn install(bulk_mark: u32) -> Result<Self, MarkerError> {
+    /// Installs the table (replacing one a crashed agent left); bulk packets get the priority
+    /// `bulk_class` (an HTB class id, `major << 16 | minor`).
+    pub fn install(bulk_class: u32) -> Result<Self, MarkerError> {
+        let class = format!("{:x}:{:x}", bulk_class >> 16, bulk_class & 0xffff);
         let tuple = "ipv4_addr . inet_proto . inet_service . ipv4_addr . inet_service";
         let key = "ip saddr . meta l4proto . th sport . ip daddr . th dport";
         nft(&format!(
             "table ip {TABLE} {{}}\ndelete table ip {TABLE}\ntable ip {TABLE} {{\n\
              set ef {{ type {tuple}; }}\nset bulk {{ type {tuple}; }}\n\
              chain out {{ type filter hook output priority mangle; policy accept;\n\
-             {key} @ef ip dscp set ef\n{key} @bulk ip length >= {BULK_DATA_MIN_BYTES} meta mark set {bulk_mark:#x}\n}}\n}}\n"
+             {key} @ef ip dscp set ef\n{key} @bulk ip length >= {BULK_DATA_MIN_BYTES} meta priority set {class}\n}}\n}}\n"
         ))?;
         Ok(Marker { flows: HashMap::new(), changes: 0 })
     }
