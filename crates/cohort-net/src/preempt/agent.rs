@@ -262,7 +262,13 @@ pub fn run(
         if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
             break;
         }
-        observer.drain(|o| agent.on_packet(clock.now(), o.key, u64::from(o.ip_len), o.dscp))?;
+        // A bare TCP acknowledgement is no message of its flow (an upload's receiver would
+        // otherwise send a small, steady flow that looks like control).
+        observer.drain(|o| {
+            if o.payload > 0 {
+                agent.on_packet(clock.now(), o.key, u64::from(o.ip_len), o.dscp);
+            }
+        })?;
         loop {
             match sock.recv_from(&mut buf) {
                 Ok((n, _)) => {

@@ -17,11 +17,13 @@ const ETH_P_8021Q: u16 = 0x8100;
 /// Headers are all the parser reads: Ethernet (+ one VLAN tag), IPv4 with options, ports.
 const SNAP: usize = 14 + 4 + 60 + 4;
 
-/// One outgoing packet: its flow, its IP length and its DSCP.
+/// One outgoing packet: its flow, its IP length, its transport payload and its DSCP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outgoing {
     pub key: FlowKey,
     pub ip_len: u16,
+    /// Bytes after the TCP or UDP header (0 for a bare TCP acknowledgement).
+    pub payload: u16,
     pub dscp: u8,
 }
 
@@ -54,7 +56,9 @@ pub fn parse_outgoing(frame: &[u8]) -> Option<Outgoing> {
     let port = |i: usize| -> Option<u16> { Some(u16::from_be_bytes([*ip.get(ihl + i)?, *ip.get(ihl + i + 1)?])) };
     let key =
         FlowKey { proto, src: SocketAddrV4::new(addr(12)?, port(0)?), dst: SocketAddrV4::new(addr(16)?, port(2)?) };
-    Some(Outgoing { key, ip_len, dscp: tos >> 2 })
+    let l4_header = if proto == PROTO_TCP { usize::from(*ip.get(ihl + 12)? >> 4) * 4 } else { 8 };
+    let payload = usize::from(ip_len).saturating_sub(ihl + l4_header) as u16;
+    Some(Outgoing { key, ip_len, payload, dscp: tos >> 2 })
 }
 
 /// Counters of an observer.
@@ -166,6 +170,8 @@ mod tests {
         ip.extend_from_slice(&frag.to_be_bytes());
         ip.extend_from_slice(&[64, proto, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1]);
         ip.extend_from_slice(&[0x9c, 0x40, 0x23, 0x28]);
+        // The rest of a TCP header (data offset 8 words: 32 bytes) or of a UDP one.
+        ip.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x10, 0, 0]);
         f.extend(ip);
         f
     }
@@ -175,12 +181,16 @@ mod tests {
         let o = parse_outgoing(&frame(false, PROTO_UDP, 0xb8, 0)).unwrap();
         assert_eq!(o.key.src, "10.0.0.2:40000".parse().unwrap());
         assert_eq!(o.key.dst, "10.0.0.1:9000".parse().unwrap());
-        assert_eq!((o.key.proto, o.ip_len, o.dscp), (PROTO_UDP, 1500, 46));
-        assert_eq!(parse_outgoing(&frame(true, PROTO_TCP, 0, 0x4000)).unwrap().key.proto, PROTO_TCP, "DF set, VLAN");
+        assert_eq!((o.key.proto, o.ip_len, o.payload, o.dscp), (PROTO_UDP, 1500, 1472, 46));
+        let t = parse_outgoing(&frame(true, PROTO_TCP, 0, 0x4000)).unwrap();
+        assert_eq!((t.key.proto, t.payload), (PROTO_TCP, 1500 - 20 - 32), "DF set, VLAN, TCP options");
+        let mut ack = frame(false, PROTO_TCP, 0, 0);
+        ack[16..18].copy_from_slice(&52u16.to_be_bytes());
+        assert_eq!(parse_outgoing(&ack).unwrap().payload, 0, "a bare acknowledgement");
         assert_eq!(parse_outgoing(&frame(false, 1, 0, 0)), None, "ICMP");
         assert_eq!(parse_outgoing(&frame(false, PROTO_UDP, 0, 185)), None, "a later fragment has no ports");
-        let good = frame(false, PROTO_UDP, 0, 0);
-        for n in 0..good.len() {
+        let good = frame(false, PROTO_TCP, 0, 0);
+        for n in 0..14 + 20 + 13 {
             assert_eq!(parse_outgoing(&good[..n]), None, "truncated at {n}");
         }
         let mut v6 = good.clone();
