@@ -42,8 +42,9 @@ impl Pair {
     fn agent(&self, extra: &[&str], status: &std::path::Path) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.a, env!("CARGO_BIN_EXE_cohort"), "coorp", "agent", "--dev", "va", "--id", "1"])
-            .args(["--bind", &format!("{A}:7470"), "--arbiter", "1", "--link-mbps", "50", "--status"])
+            .args(["--bind", &format!("{A}:7470"), "--link-mbps", "50", "--status"])
             .arg(status)
+            .args(if extra.contains(&"--arbiter") { &[][..] } else { &["--arbiter", "1"][..] })
             .args(extra)
             .env("COHORT_TEAM_SECRET", SECRET)
             .stdout(Stdio::piped())
@@ -340,4 +341,48 @@ fn the_arbiter_moves_to_the_next_coordinator_when_its_robot_dies() {
     for i in 0..3 {
         let _ = std::fs::remove_file(status(i));
     }
+}
+
+/// Robot A's agent never gets the bulk token (its arbiter is a robot that never answers), so
+/// its gate holds A's bulk all along. B uploads to A: A's acknowledgements must pass the held
+/// gate (only data packets of bulk flows are held) and must not be taken for a control flow.
+#[test]
+fn a_held_gate_passes_the_acknowledgements_of_an_upload_it_receives() {
+    let pair = Pair::new("k");
+    let status = std::env::temp_dir().join(format!("coorp-agent-test-k{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&status);
+    let silent = format!("--peer=2={B}:7471");
+    let mut agent =
+        pair.agent(&["--mode", "global", "--arbiter", "2", &silent, "--duration-s", "6"], &status).spawn().unwrap();
+    wait_for(&status, &mut agent);
+    let listener = netns::in_netns(&pair.a, || TcpListener::bind(SocketAddrV4::new(A, 5002))).unwrap();
+    let sink = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 65536];
+        let mut n = 0usize;
+        while let Ok(k) = c.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k;
+        }
+        n
+    });
+    let mut up = netns::in_netns(&pair.b, || TcpStream::connect(SocketAddrV4::new(A, 5002))).unwrap();
+    let end = Instant::now() + Duration::from_secs(3);
+    let chunk = vec![5u8; 16384];
+    while Instant::now() < end {
+        up.write_all(&chunk).unwrap();
+    }
+    drop(up);
+    let received = sink.join().unwrap();
+    let out = agent.wait_with_output().unwrap();
+    assert!(out.status.success(), "agent: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["token"], "idle", "{v}");
+    assert!(v["held"].as_bool().unwrap(), "the gate held A's bulk throughout");
+    // Held acknowledgements would stall the upload at its first window (64 KiB).
+    assert!(received > 4 << 20, "the upload stalled at {received} bytes: A's gate held its acknowledgements");
+    assert_eq!(v["flows"].as_array().unwrap().len(), 0, "bare acknowledgements are no flow: {v}");
+    let _ = std::fs::remove_file(&status);
 }

@@ -329,7 +329,13 @@ pub fn run(
         if trace {
             let st = agent.client().map(|c| format!("{:?}", c.state()).chars().take(7).collect::<String>());
             if st != last_state {
-                eprintln!("{:.3} token {:?} backlog {} held {}", clock.now().as_nanos() as f64 / 1e9, st, backlog_packets, agent.is_held());
+                eprintln!(
+                    "{:.3} token {:?} backlog {} held {}",
+                    clock.now().as_nanos() as f64 / 1e9,
+                    st,
+                    backlog_packets,
+                    agent.is_held()
+                );
                 last_state = st;
             }
         }
