@@ -357,7 +357,10 @@ impl<P: Clone> Link<P> {
         self.stats.offered_bytes += wire_len as u64;
         let start = self.busy_until.max(now);
         let backlog = (start - now).as_secs_f64() * self.p.rate_bps as f64 / 8.0;
-        let full_packets = self.p.queue_packets.is_some_and(|limit| self.queued_packets(now) >= limit);
+        // Always trim the departures that passed (not only under a packet limit), or they pile
+        // up one per packet for the life of the link.
+        let queued = self.queued_packets(now);
+        let full_packets = self.p.queue_packets.is_some_and(|limit| queued >= limit);
         if full_packets || backlog + wire_len as f64 > self.p.queue_bytes as f64 {
             self.stats.queue_drops += 1;
             return SendOutcome::QueueFull;
@@ -448,6 +451,20 @@ mod tests {
 
     fn base() -> LinkParams {
         LinkParams::clean(Duration::from_millis(50), 8_000_000)
+    }
+
+    /// Found by a one-hour LRT run: under a byte limit the transmitter's departure times were
+    /// never trimmed, one per packet for the life of the link.
+    #[test]
+    fn a_long_lived_link_keeps_no_record_per_packet() {
+        let mut l = Link::new(base(), 1).unwrap();
+        for i in 0..1_000_000u64 {
+            let now = Instant::from_micros(i * 10_000);
+            l.send(now, 1000, i);
+            while l.pop_due(now).is_some() {}
+        }
+        assert!(l.departures.len() <= 1, "{} departures kept", l.departures.len());
+        assert!(l.q.len() <= 10, "{} in flight", l.q.len());
     }
 
     #[test]
