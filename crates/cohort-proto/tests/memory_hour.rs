@@ -75,7 +75,6 @@ fn an_hour_at_1000_messages_per_second_keeps_resident_memory_flat() {
     let (mut pn_a, mut pn_b) = (0u64, 0u64);
     let mut buf = vec![0u8; 70_000];
     let (mut sent, mut got) = (0u64, 0u64);
-    let tick = Duration::from_millis(1);
     let hour = 3600 * 1000u64;
     let mut after_minute = None;
     let mut live_after_minute = 0u64;
