@@ -173,7 +173,7 @@ pub fn snapshot_json(s: &AgentSnapshot) -> Value {
             "packets": st.packets, "flows_seen": st.flows_seen, "flows_marked": st.flows_marked,
             "flows_unmarked": st.flows_unmarked, "ls_messages": st.ls_messages, "holds": st.holds,
             "releases": st.releases, "window_holds": st.window_holds, "token_holds": st.token_holds,
-            "token_requests": st.token_requests,
+            "token_requests": st.token_requests, "untracked_packets": st.untracked_packets,
         },
         "gate": s.gate.map(|g| json!({
             "holds": g.holds, "releases": g.releases,

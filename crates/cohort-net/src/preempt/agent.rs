@@ -225,8 +225,6 @@ pub fn run(
     let mut next_backlog = started;
     let mut next_status = started;
     let (mut sent, mut received, mut kernel_errors, mut backlog_packets) = (0u64, 0u64, 0u64, 0u64);
-    let trace = std::env::var_os("COHORT_AGENT_TRACE").is_some();
-    let mut last_state = None;
     let mut buf = vec![0u8; 2048];
     let mut plain = vec![0u8; 512];
     let snapshot = |agent: &Agent, gate: &Option<BulkGate>, observer: &Observer, marker: &Marker, c: [u64; 5]| {
@@ -324,19 +322,6 @@ pub fn run(
                     Ok(_) => sent += 1,
                     Err(e) => tracing::debug!(%e, %a, "agent: send"),
                 }
-            }
-        }
-        if trace {
-            let st = agent.client().map(|c| format!("{:?}", c.state()).chars().take(7).collect::<String>());
-            if st != last_state {
-                eprintln!(
-                    "{:.3} token {:?} backlog {} held {}",
-                    clock.now().as_nanos() as f64 / 1e9,
-                    st,
-                    backlog_packets,
-                    agent.is_held()
-                );
-                last_state = st;
             }
         }
         while let Some(a) = agent.poll_action() {

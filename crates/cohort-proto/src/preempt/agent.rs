@@ -118,6 +118,9 @@ pub struct AgentConfig {
     pub overrides: Vec<(u16, Override)>,
     /// Packets of this port (either end) are the agents' own and not classified.
     pub own_port: u16,
+    /// Flows tracked at once; packets of further flows pass untouched and are counted (a port
+    /// scan or a burst of DNS lookups must not grow the table without bound). Default 4096.
+    pub max_flows: usize,
 }
 
 impl Default for AgentConfig {
@@ -132,6 +135,7 @@ impl Default for AgentConfig {
             bulk_idle: Duration::from_millis(200),
             overrides: Vec::new(),
             own_port: 7470,
+            max_flows: 4096,
         }
     }
 }
@@ -246,6 +250,8 @@ pub struct AgentStats {
     pub window_holds: u64,
     pub token_holds: u64,
     pub token_requests: u64,
+    /// Packets of flows beyond `max_flows`, left untouched.
+    pub untracked_packets: u64,
     /// Arbiters this robot started on becoming coordinator.
     pub arbiter_starts: u64,
 }
@@ -346,8 +352,13 @@ impl Agent {
         self.stats.packets += 1;
         let forced =
             self.cfg.overrides.iter().find(|(p, _)| *p == key.src.port() || *p == key.dst.port()).map(|&(_, o)| o);
+        let full = self.flows.len() >= self.cfg.max_flows;
         let flow = match self.flows.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(_) if full => {
+                self.stats.untracked_packets += 1;
+                return;
+            }
             std::collections::hash_map::Entry::Vacant(e) => {
                 self.stats.flows_seen += 1;
                 let id = self.next_flow_id;

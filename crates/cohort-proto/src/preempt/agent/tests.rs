@@ -338,3 +338,18 @@ fn acknowledgements_of_a_bulk_flow_do_not_ask_for_the_token() {
     assert_eq!(a.stats().token_requests, 1, "acknowledgements asked for the token");
     assert_eq!(a.client().unwrap().state(), crate::preempt::client::ClientState::Idle);
 }
+
+#[test]
+fn the_flow_table_is_bounded() {
+    let mut a =
+        Agent::new(AgentConfig { mode: Mode::Mark, max_flows: 100, ..Default::default() }, 1, 1, &[1], Instant::ZERO)
+            .unwrap();
+    for port in 0..10_000u16 {
+        a.on_packet(Instant::ZERO + Duration::from_micros(u64::from(port)), key(PROTO_UDP, 20000 + port, 53), 80, 0);
+    }
+    assert_eq!(a.flows().count(), 100);
+    assert_eq!(a.stats().untracked_packets, 9_900);
+    // Once they go quiet they are forgotten, and new flows are tracked again.
+    a.handle_timeout(Instant::ZERO + AgentConfig::default().flow_idle + Duration::from_secs(1));
+    assert_eq!(a.flows().count(), 0);
+}
