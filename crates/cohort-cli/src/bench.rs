@@ -164,8 +164,9 @@ struct GroupArgs {
     /// Polls (GCBRR) or messages per node (the others) of the N-to-1 test.
     #[arg(long, default_value_t = 1000)]
     polls: usize,
-    /// Payload of every request, reply and message (one full-MTU frame at 1400).
-    #[arg(long, default_value_t = 1400)]
+    /// Payload of every request, reply and message (default: the most that fits one frame in a
+    /// group of 12, GCBRR's header being the largest).
+    #[arg(long, default_value_t = cohort_bench::group::one_frame_payload())]
     payload: usize,
     /// Initial sizes of the join test, comma-separated (the group grows to 12).
     #[arg(long, value_delimiter = ',', default_values_t = [2, 4, 6, 8, 10])]

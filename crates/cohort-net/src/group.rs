@@ -71,6 +71,11 @@ pub struct GroupConfig {
     pub broadcast: SocketAddr,
     /// DSCP code point for outgoing datagrams (0..=63); 46 (EF) puts them on Wi-Fi's AC_VO.
     pub dscp: Option<u8>,
+    /// Accept requests and replies that need more than one 1500-byte frame (IP-fragmented:
+    /// one lost fragment of a broadcast loses the message, as 802.11 does not retry
+    /// broadcasts). Default `false`: such a payload is refused with
+    /// [`GroupError::BeyondOneFrame`]; carry it over an [`crate::LrtSocket`] instead.
+    pub allow_fragmentation: bool,
 }
 
 impl GroupConfig {
@@ -89,6 +94,7 @@ impl GroupConfig {
             local,
             broadcast,
             dscp: None,
+            allow_fragmentation: false,
         }
     }
 }
@@ -149,6 +155,11 @@ pub enum GroupError {
     /// group (team id and broadcast address).
     #[error("pid {pid} of team {team} is already in use on this host; give this process another pid")]
     PidInUse { team: u32, pid: u32 },
+    /// The payload does not fit one frame for this group's pids (see
+    /// [`max_unfragmented_payload`]); send it over an `LrtSocket`, or set
+    /// [`GroupConfig::allow_fragmentation`].
+    #[error("payload of {len} bytes needs more than one frame in this group (at most {max}); send it over LRT")]
+    BeyondOneFrame { len: usize, max: usize },
 }
 
 /// A request to handle: answer it with [`GroupSocket::reply`].
@@ -257,6 +268,7 @@ pub struct GroupSocket {
     thread: Option<JoinHandle<()>>,
     pid: u32,
     local: SocketAddr,
+    allow_fragmentation: bool,
     /// Holds this process's claim on its (team, pid) until the socket is dropped.
     _claim: std::os::unix::net::UnixDatagram,
 }
@@ -354,7 +366,14 @@ impl GroupSocket {
             s2.lock().shutdown = true;
             s2.notify();
         })?;
-        Ok(GroupSocket { shared, thread: Some(thread), pid: cfg.pid, local, _claim: claim })
+        Ok(GroupSocket {
+            shared,
+            thread: Some(thread),
+            pid: cfg.pid,
+            local,
+            allow_fragmentation: cfg.allow_fragmentation,
+            _claim: claim,
+        })
     }
 
     pub fn pid(&self) -> u32 {
@@ -453,7 +472,13 @@ impl GroupSocket {
     /// Issues `RequestReply(pids, data, proc_t)` as coordinator; the replies come from
     /// [`wait_replies`](Self::wait_replies). Requests queue behind the operation in progress.
     pub fn start_request(&self, pids: &[u32], data: &[u8], proc_t: Duration) -> Result<RequestId, GroupError> {
-        Ok(self.with_member(|m, now| m.request_reply(now, pids, data.to_vec(), proc_t))??)
+        let one_frame = !self.allow_fragmentation;
+        self.with_member(|m, now| {
+            if one_frame {
+                fits_one_frame(m, data.len(), false)?;
+            }
+            Ok(m.request_reply(now, pids, data.to_vec(), proc_t)?)
+        })?
     }
 
     fn take_outcome(i: &mut Inner, id: RequestId) -> Option<Result<Replies, GroupError>> {
@@ -506,7 +531,13 @@ impl GroupSocket {
 
     /// Answers request `id`; the reply goes out in this process's slot.
     pub fn reply(&self, id: IncomingId, data: &[u8]) -> Result<(), GroupError> {
-        Ok(self.with_member(|m, now| m.reply(now, id, data.to_vec()))??)
+        let one_frame = !self.allow_fragmentation;
+        self.with_member(|m, now| {
+            if one_frame {
+                fits_one_frame(m, data.len(), true)?;
+            }
+            Ok(m.reply(now, id, data.to_vec())?)
+        })?
     }
 
     /// The next membership event (`BecameCoord`, `GroupChanged`, `Joined`, `Left`, `Removed`).
@@ -736,6 +767,30 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) {
         g.member.handle_datagram(now, payload);
         g.route_events();
     });
+}
+
+/// Refuses a request (`reply` false) or reply payload of `len` bytes that would not fit one
+/// frame in `m`'s group as it is now.
+fn fits_one_frame(m: &Member, len: usize, reply: bool) -> Result<(), GroupError> {
+    let max = if reply {
+        max_unfragmented_reply()
+    } else {
+        let pids = m.view().pids();
+        let span = match (pids.iter().min(), pids.iter().max()) {
+            (Some(lo), Some(hi)) => hi - lo + 1,
+            _ => 1,
+        };
+        max_unfragmented_payload(span)
+    };
+    if len > max { Err(GroupError::BeyondOneFrame { len, max }) } else { Ok(()) }
+}
+
+/// The largest reply payload whose ARPL still fits one 1500-byte IP packet.
+pub fn max_unfragmented_reply() -> usize {
+    use cohort_wire::group::{GroupRepr, Message};
+    let empty =
+        GroupRepr { pid: 1, incarnation: 0, msg: Message::Arpl { coord: 0, coord_inc: 0, seqno: 0, data: &[] } };
+    ETHERNET_MTU.saturating_sub(empty.buffer_len() + cohort_wire::frame::OVERHEAD + UDP_IPV4)
 }
 
 /// The largest request or reply payload whose AREQ still fits one 1500-byte IP packet, for a

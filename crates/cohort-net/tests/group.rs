@@ -258,19 +258,36 @@ fn a_pid_in_use_is_refused_and_a_restarted_member_is_heard() {
     assert_eq!(frames.new_lives, 1, "the restart is a new life of pid 2");
 }
 
-/// A payload past one frame is IP-fragmented, which a broadcast survives only if no fragment is
-/// lost: such datagrams are counted; `max_unfragmented_payload` says what fits.
+/// A payload past one frame would be IP-fragmented, and a broadcast survives that only if no
+/// fragment is lost (802.11 does not retry broadcasts): it is refused with a typed error that
+/// says what fits, unless the group allows fragmentation, and then each such datagram is counted.
 #[test]
-fn datagrams_past_one_frame_are_counted() {
+fn payloads_past_one_frame_are_refused_unless_fragmentation_is_allowed() {
     let port = free_port();
     let g = open_static(&[1, 2], port);
     let stop = Arc::new(AtomicBool::new(false));
     let h = serve(g[1].clone(), stop.clone());
     let fits = cohort_net::group::max_unfragmented_payload(2);
     g[0].request_reply(&[2], &vec![7u8; fits], Duration::ZERO, WAIT).unwrap();
-    assert_eq!(g[0].stats().fragmented_datagrams, 0, "{fits} bytes fit one frame");
+    match g[0].request_reply(&[2], &vec![7u8; fits + 1], Duration::ZERO, WAIT) {
+        Err(GroupError::BeyondOneFrame { len, max }) => assert_eq!((len, max), (fits + 1, fits)),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(g[0].stats().fragmented_datagrams, 0, "nothing past one frame left");
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    drop(g);
+    let port = free_port();
+    let open = |p: u32| {
+        let mut c = cfg(p, port, SECRET);
+        c.allow_fragmentation = true;
+        Arc::new(GroupSocket::open(c, Start::Static(vec![1, 2])).unwrap())
+    };
+    let g = [open(1), open(2)];
+    let stop = Arc::new(AtomicBool::new(false));
+    let h = serve(g[1].clone(), stop.clone());
     g[0].request_reply(&[2], &vec![7u8; fits + 1], Duration::ZERO, WAIT).unwrap();
-    assert_eq!(g[0].stats().fragmented_datagrams, 1, "one byte more does not");
+    assert_eq!(g[0].stats().fragmented_datagrams, 1, "allowed, and counted");
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
 }

@@ -31,8 +31,9 @@
 //!
 //! The coordinator issues `interactions` requests at full speed; each interaction completes when
 //! every member (ordinary process) has replied. Request body `0x51 | seq: u64 | padding`, reply
-//! body `0x52 | seq: u64 | padding`; the harness fills both to its payload size (1400 bytes:
-//! every system's message then fills one full-MTU frame, the paper's "maximum payload size").
+//! body `0x52 | seq: u64 | padding`; the harness fills both to its payload size
+//! ([`super::one_frame_payload`]: every system's message then fills one full-MTU frame, the
+//! paper's "maximum payload size").
 //!
 //! * **TCP-SEQ / TCP-PAR**: the coordinator keeps one TCP connection per member (TCP_NODELAY),
 //!   opened before the first interaction and reused for all of them (connection setup is not in

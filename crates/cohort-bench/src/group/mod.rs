@@ -4,8 +4,9 @@
 //! Every system runs as real sockets in the namespaces of one testbed whose nodes share an
 //! emulated 802.11b channel at 1 Mbit/s for unicasts and broadcasts alike (the paper's setup),
 //! one process per node, the coordinator on node `c`. Each message fills one full-MTU frame:
-//! a [`GroupParams::payload`]-byte payload (1400 by default, so that the largest header of any
-//! system still fits a 1500-byte IP packet, and no system splits a message in two).
+//! a [`GroupParams::payload`]-byte payload ([`one_frame_payload`] by default: GCBRR's request
+//! and reply headers in a group of 12 are the largest of any system, and the payload that still
+//! fits them in one 1500-byte IP packet fits every system's; no system splits a message in two).
 //!
 //! * **1-to-N request-reply** (§VI-B): the coordinator issues `interactions` requests at full
 //!   speed to every other node; GCBRR, TCP-SEQ, TCP-PAR, RUP-SEQ, RUP-PAR, and Zenoh `get` to
@@ -81,13 +82,18 @@ pub struct GroupParams {
     pub timing: GroupTiming,
 }
 
+/// The largest payload a GCBRR request and reply carry in one frame in a group of 12.
+pub fn one_frame_payload() -> usize {
+    cohort_net::group::max_unfragmented_payload(12).min(cohort_net::group::max_unfragmented_reply())
+}
+
 impl Default for GroupParams {
     fn default() -> Self {
         GroupParams {
             sizes: vec![3, 6, 12],
             interactions: 1000,
             polls: 1000,
-            payload: 1400,
+            payload: one_frame_payload(),
             join_from: vec![2, 4, 6, 8, 10],
             join_t_ms: 0,
             failovers: 5,
