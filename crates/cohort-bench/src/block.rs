@@ -6,9 +6,10 @@
 //! `ceil(k * r)` repair symbols over the whole block follow, each carrying the block number and
 //! its final `k`, with `r` matched to the loss the acknowledgements reveal by the same rule LRT
 //! uses. The receiver releases source symbols in order as they arrive and acknowledges each
-//! block's rank. Recovery is driven by those acknowledgements: one that has seen the block's
-//! last repair and still lacks rank makes the sender send what is missing at once; a probe
-//! timeout after the last repair covers lost acknowledgements. Messages are released in order
+//! block's rank. Recovery is driven by those acknowledgements: once one echoes a packet sent
+//! after a block's last repair and the block is not reported full, the sender sends what it
+//! lacks (`k` − the rank last reported) with the same redundancy `r`, at once; a probe timeout
+//! after the last repair covers the rest. Messages are released in order
 //! across blocks. Symbol headers are as long as LRT's (12 bytes) and acknowledgements use LRT's
 //! format, so both pay the same header bytes.
 //!
@@ -117,6 +118,8 @@ pub struct BlockSender {
     last_echo: Option<(u64, u64)>,
     /// The block whose repair the packet being emitted is.
     emitting_repair: Option<u16>,
+    /// Size of the last block closed (sent in the next block's source headers).
+    prev_k: u16,
 }
 
 impl BlockSender {
@@ -133,6 +136,7 @@ impl BlockSender {
             data_total: 0,
             last_echo: None,
             emitting_repair: None,
+            prev_k: 0,
             cfg,
         }
     }
@@ -156,6 +160,7 @@ impl BlockSender {
         {
             b.closed = true;
             b.repairs_due += (b.enc.rank() as f64 * r).ceil() as u64;
+            self.prev_k = b.enc.rank() as u16;
             b.last_repair = now;
         }
         self.cycle_end = None;
@@ -236,7 +241,11 @@ impl BlockSender {
         b.enc.push(&self.sym).ok()?;
         b.lens.push(self.sym.len() as u16);
         let index = b.enc.rank() - 1;
-        let h = BlockHeader { repair: false, block: id, index: index as u32, k: 0, key: 0 };
+        // A source's unused repair key carries the size of the block before it (closed by
+        // now), so the receiver learns where that block ends even if all its repairs are lost.
+        let prev = self.blocks.get(&id.wrapping_sub(1)).map_or(self.prev_k, |p| p.enc.rank() as u16);
+        let b = self.blocks.get_mut(&id)?;
+        let h = BlockHeader { repair: false, block: id, index: index as u32, k: 0, key: prev };
         let n = h.emit(&self.sym, buf);
         if b.enc.is_full() {
             self.close_current(now);
@@ -264,14 +273,19 @@ impl BlockSender {
             self.blocks.remove(&a.coder);
         } else if let Some(b) = self.blocks.get_mut(&a.coder) {
             b.acked_seen = b.acked_seen.max(u64::from(a.seen));
-            // The receiver has seen this block's last repair and still lacks rank: top up now.
+        }
+        // Every closed block the receiver has passed the last repair of (its packets arrive in
+        // order behind it) without reporting it full: top it up now by what it lacks. (An
+        // acknowledgement names one block; the one of a block whose last repair was lost never
+        // comes, so the echo decides, for all blocks at once.)
+        let r = self.redundancy();
+        for b in self.blocks.values_mut() {
             let k = b.enc.rank();
-            if b.closed
-                && b.repairs_due == 0
-                && b.last_repair_pn.is_some_and(|pn| a.echo_pn >= pn)
-                && b.acked_seen < k
-            {
-                b.repairs_due = k - b.acked_seen;
+            if b.closed && b.repairs_due == 0 && b.last_repair_pn.is_some_and(|pn| a.echo_pn >= pn) {
+                // What it lacks, with the same redundancy as a block's first repairs, so that
+                // a top-up survives the loss it meets.
+                let lacking = k.saturating_sub(b.acked_seen).max(1);
+                b.repairs_due = lacking + (lacking as f64 * r).ceil() as u64;
                 b.last_repair_pn = None;
                 b.last_repair = now;
             }
@@ -329,6 +343,13 @@ impl BlockReceiver {
             self.done_acks.push_back(h.block);
             return;
         }
+        // A source carries the size of the block before it in `key`.
+        if !h.repair
+            && h.key > 0
+            && let Some(p) = self.blocks.get_mut(&h.block.wrapping_sub(1))
+        {
+            p.k.get_or_insert(u64::from(h.key));
+        }
         let cfg = CoderConfig { symbol_size: self.cfg.symbol_size, max_window: self.cfg.max_block };
         let Some(b) = (match self.blocks.entry(h.block) {
             std::collections::btree_map::Entry::Occupied(o) => Some(o.into_mut()),
@@ -375,9 +396,94 @@ impl BlockReceiver {
         } else {
             let (&id, b) = self.blocks.iter_mut().find(|(_, b)| b.ack)?;
             b.ack = false;
-            (id, false, b.dec.seen() as u32, b.dec.next_release() as u32)
+            // A block's acknowledgement reports its rank (degrees of freedom received), so the
+            // sender tops up by exactly what is missing.
+            (id, false, b.dec.rank() as u32, b.dec.next_release() as u32)
         };
         let ack = AckRepr { coder, full_rank, seen, released, echo_pn: self.highest_pn, rx_data: self.rx_data };
         LrtRepr::Ack(ack).emit(buf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ack(coder: u16, seen: u32, echo_pn: u64) -> Vec<u8> {
+        let mut buf = vec![0u8; 64];
+        let a = AckRepr { coder, full_rank: false, seen, released: 0, echo_pn, rx_data: 0 };
+        let n = LrtRepr::Ack(a).emit(&mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    /// Seed 004's block scheme is systematic: a source symbol leaves when the application hands
+    /// it over, not when its block's cycle closes.
+    #[test]
+    fn a_source_symbol_leaves_at_once_and_repairs_follow_at_the_cycle_end() {
+        let mut s = BlockSender::new(BlockConfig::default());
+        let mut buf = vec![0u8; 2048];
+        s.send(&[7u8; 100]);
+        let n = s.poll_transmit(Instant::ZERO, 0, &mut buf).expect("the source leaves now");
+        let (h, payload) = BlockHeader::parse(&buf[..n]).unwrap();
+        assert!(!h.repair && h.index == 0 && h.k == 0, "{h:?}");
+        assert!(payload.len() >= 100);
+        assert_eq!(s.poll_transmit(Instant::ZERO, 1, &mut buf), None, "no repair before the cycle ends");
+        let end = s.poll_timeout().unwrap();
+        assert_eq!(end, Instant::ZERO + BlockConfig::default().cycle);
+        let n = s.poll_transmit(end, 1, &mut buf).expect("repairs at the cycle end");
+        let (h, _) = BlockHeader::parse(&buf[..n]).unwrap();
+        assert!(h.repair && h.k == 1, "{h:?}");
+    }
+
+    /// An acknowledgement that has seen a block's last repair and reports it short makes the
+    /// sender top it up at once, not a probe timeout later.
+    #[test]
+    fn an_acknowledgement_short_of_rank_after_the_last_repair_tops_the_block_up_at_once() {
+        let mut s = BlockSender::new(BlockConfig::default());
+        let mut buf = vec![0u8; 2048];
+        for i in 0..5u8 {
+            s.send(&[i; 1000]);
+        }
+        let mut pn = 0;
+        while s.poll_transmit(Instant::ZERO, pn, &mut buf).is_some() {
+            pn += 1;
+        }
+        let end = s.poll_timeout().unwrap();
+        while s.poll_transmit(end, pn, &mut buf).is_some() {
+            pn += 1;
+        }
+        let t = end + Duration::from_millis(100);
+        assert_eq!(s.poll_transmit(t, pn, &mut buf), None, "nothing due before feedback");
+        // Two of the five are missing at the receiver, which has seen every packet sent.
+        s.handle_packet(t, &ack(0, 3, pn - 1));
+        let mut repairs = 0;
+        while let Some(n) = s.poll_transmit(t, pn, &mut buf) {
+            assert!(BlockHeader::parse(&buf[..n]).unwrap().0.repair);
+            repairs += 1;
+            pn += 1;
+        }
+        assert!(repairs >= 2, "what the block lacks, with redundancy: {repairs}");
+        assert!(t < end + s.rtt.probe_timeout(), "well before the probe timeout");
+    }
+
+    /// The receiver learns a block's size from the next block's sources when every repair of
+    /// it is lost, so the next block's messages are not held behind it.
+    #[test]
+    fn a_block_whose_repairs_are_all_lost_ends_with_the_next_blocks_first_source() {
+        let cfg = BlockConfig::default();
+        let mut s = BlockSender::new(cfg.clone());
+        let mut r = BlockReceiver::new(cfg.clone());
+        let mut buf = vec![0u8; 2048];
+        s.send(&[1u8; 500]);
+        let n = s.poll_transmit(Instant::ZERO, 0, &mut buf).unwrap();
+        r.handle_packet(0, &buf[..n]);
+        let end = Instant::ZERO + cfg.cycle;
+        // The cycle ends: its repair is lost.
+        assert!(s.poll_transmit(end, 1, &mut buf).is_some());
+        s.send(&[2u8; 500]);
+        let n = s.poll_transmit(end, 2, &mut buf).unwrap();
+        r.handle_packet(2, &buf[..n]);
+        assert_eq!(r.messages.len(), 2, "both messages released");
     }
 }
