@@ -93,6 +93,22 @@ fn recv_tos(s: &UdpSocket, buf: &mut [u8]) -> Option<u8> {
     Some(0xff)
 }
 
+/// Accepts one connection on `listener` and counts the bytes it carries until it closes.
+fn sink(listener: TcpListener) -> std::thread::JoinHandle<usize> {
+    std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        let mut buf = vec![0u8; 65536];
+        let mut n = 0usize;
+        while let Ok(k) = c.read(&mut buf) {
+            if k == 0 {
+                break;
+            }
+            n += k;
+        }
+        n
+    })
+}
+
 fn wait_for(path: &std::path::Path, child: &mut std::process::Child) {
     let t0 = Instant::now();
     while !path.exists() {
@@ -134,18 +150,7 @@ fn unmarked_control_is_marked_ef_and_a_foreign_upload_is_held_around_it() {
         let mut buf = [0u8; 2048];
         std::iter::from_fn(|| recv_tos(&rx, &mut buf)).collect::<Vec<u8>>()
     });
-    let sink = std::thread::spawn(move || {
-        let (mut c, _) = listener.accept().unwrap();
-        let mut buf = vec![0u8; 65536];
-        let mut n = 0usize;
-        while let Ok(k) = c.read(&mut buf) {
-            if k == 0 {
-                break;
-            }
-            n += k;
-        }
-        n
-    });
+    let sink = sink(listener);
     let (ctl, upload) = netns::in_netns(&pair.a, || {
         let u = UdpSocket::bind(SocketAddrV4::new(A, 0))?;
         Ok((u, std::net::TcpStream::connect(SocketAddrV4::new(B, 5001))?))
@@ -356,18 +361,7 @@ fn a_held_gate_passes_the_acknowledgements_of_an_upload_it_receives() {
         pair.agent(&["--mode", "global", "--arbiter", "2", &silent, "--duration-s", "6"], &status).spawn().unwrap();
     wait_for(&status, &mut agent);
     let listener = netns::in_netns(&pair.a, || TcpListener::bind(SocketAddrV4::new(A, 5002))).unwrap();
-    let sink = std::thread::spawn(move || {
-        let (mut c, _) = listener.accept().unwrap();
-        let mut buf = vec![0u8; 65536];
-        let mut n = 0usize;
-        while let Ok(k) = c.read(&mut buf) {
-            if k == 0 {
-                break;
-            }
-            n += k;
-        }
-        n
-    });
+    let sink = sink(listener);
     let mut up = netns::in_netns(&pair.b, || TcpStream::connect(SocketAddrV4::new(A, 5002))).unwrap();
     let end = Instant::now() + Duration::from_secs(3);
     let chunk = vec![5u8; 16384];

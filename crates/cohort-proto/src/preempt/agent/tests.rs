@@ -168,6 +168,49 @@ fn local_preemption_holds_the_bulk_before_each_control_message_and_releases_afte
     assert_eq!(a.stats().window_holds, holds);
 }
 
+/// One millisecond of a team whose robots all have bulk waiting: timers, every datagram
+/// delivered at once among the robots `alive` says are up, and the gates' actions applied to
+/// `open` (a robot that is down sends nothing, whatever its gate said).
+fn team_step(agents: &mut [Agent], open: &mut [bool], t: Instant, alive: impl Fn(usize) -> bool) {
+    let mut buf = [0u8; 256];
+    for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
+        a.on_backlog(t, 10);
+        if open[i] {
+            a.on_packet(t, key(PROTO_TCP, 40000 + i as u16, 5001), 1500, 0);
+        }
+        a.handle_timeout(t);
+    }
+    let mut wire = Vec::new();
+    for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
+        while let Some(tx) = a.poll_transmit(t, &mut buf) {
+            wire.push((i, a.id(), tx.dest, buf[..tx.len].to_vec()));
+        }
+    }
+    for (from_i, from, dest, bytes) in wire {
+        for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
+            let to_me = match dest {
+                Dest::Unicast(d) => d == a.id(),
+                Dest::Broadcast => i != from_i,
+            };
+            if to_me {
+                a.handle_datagram(t, from, &bytes);
+            }
+        }
+    }
+    for (i, a) in agents.iter_mut().enumerate() {
+        for x in actions(a) {
+            match x {
+                Action::Hold => open[i] = false,
+                Action::Release => open[i] = true,
+                Action::Set(..) => {}
+            }
+        }
+        if !alive(i) {
+            open[i] = false;
+        }
+    }
+}
+
 /// Two robots with bulk and one arbiter, their datagrams delivered at once: never both open.
 #[test]
 fn global_preemption_lets_one_robot_send_bulk_at_a_time_and_each_gets_its_turn() {
@@ -181,44 +224,11 @@ fn global_preemption_lets_one_robot_send_bulk_at_a_time_and_each_gets_its_turn()
         members.iter().map(|&id| Agent::new(cfg.clone(), id, 1, &members, Instant::ZERO).unwrap()).collect();
     let mut open = [false; 2];
     let mut open_time = [Duration::ZERO; 2];
-    let mut buf = vec![0u8; 256];
     let step = Duration::from_millis(1);
     let mut t = Instant::ZERO;
-    let bulk = |i: usize| key(PROTO_TCP, 40000 + i as u16, 5001);
     for _ in 0..6000 {
-        for (i, a) in agents.iter_mut().enumerate() {
-            a.on_backlog(t, 10);
-            if open[i] {
-                a.on_packet(t, bulk(i), 1500, 0);
-            }
-            a.handle_timeout(t);
-        }
-        // Deliver every datagram.
-        let mut wire = Vec::new();
-        for a in agents.iter_mut() {
-            while let Some(tx) = a.poll_transmit(t, &mut buf) {
-                wire.push((a.id(), tx.dest, buf[..tx.len].to_vec()));
-            }
-        }
-        for (from, dest, bytes) in wire {
-            for a in agents.iter_mut() {
-                let to_me = match dest {
-                    Dest::Unicast(d) => d == a.id(),
-                    Dest::Broadcast => a.id() != from,
-                };
-                if to_me {
-                    a.handle_datagram(t, from, &bytes);
-                }
-            }
-        }
-        for (i, a) in agents.iter_mut().enumerate() {
-            for x in actions(a) {
-                match x {
-                    Action::Hold => open[i] = false,
-                    Action::Release => open[i] = true,
-                    Action::Set(..) => {}
-                }
-            }
+        team_step(&mut agents, &mut open, t, |_| true);
+        for i in 0..2 {
             if open[i] {
                 open_time[i] += step;
             }
@@ -229,12 +239,6 @@ fn global_preemption_lets_one_robot_send_bulk_at_a_time_and_each_gets_its_turn()
     for (i, d) in open_time.iter().enumerate() {
         assert!(*d > Duration::from_secs(1), "robot {} sent bulk for only {d:?} of 6 s", i + 1);
     }
-}
-
-#[test]
-fn an_invalid_configuration_is_refused() {
-    let bad = AgentConfig { token: Config { limit: 0, ..Config::default() }, ..AgentConfig::default() };
-    assert!(matches!(Agent::new(bad, 1, 1, &[1], Instant::ZERO), Err(AgentConfigError::Token(ConfigError::Limit))));
 }
 
 /// Three robots with bulk; the arbiter's robot crashes and, after the group layer's fault
@@ -254,47 +258,14 @@ fn the_arbiter_moves_with_the_coordinator_and_never_lets_two_robots_send() {
     let detected_at = crash_at + Duration::from_millis(500);
     let mut open = [false; 3];
     let mut open_after = [Duration::ZERO; 3];
-    let mut buf = vec![0u8; 256];
     let step = Duration::from_millis(1);
     let mut t = Instant::ZERO;
     while t < Instant::ZERO + Duration::from_secs(10) {
-        let alive = |i: usize| i != 0 || t < crash_at;
         if t == detected_at {
             agents[1].set_arbiter_host(t, true, &[2, 3]).unwrap();
         }
-        for (_, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
-            a.on_backlog(t, 10);
-            a.handle_timeout(t);
-        }
-        let mut wire = Vec::new();
-        for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
-            while let Some(tx) = a.poll_transmit(t, &mut buf) {
-                wire.push((i, tx.dest, buf[..tx.len].to_vec()));
-            }
-        }
-        for (from, dest, bytes) in wire {
-            for (i, a) in agents.iter_mut().enumerate().filter(|(i, _)| alive(*i)) {
-                let to_me = match dest {
-                    Dest::Unicast(d) => d == a.id(),
-                    Dest::Broadcast => i != from,
-                };
-                if to_me {
-                    a.handle_datagram(t, members[from], &bytes);
-                }
-            }
-        }
-        for (i, a) in agents.iter_mut().enumerate() {
-            for x in actions(a) {
-                match x {
-                    Action::Hold => open[i] = false,
-                    Action::Release => open[i] = true,
-                    Action::Set(..) => {}
-                }
-            }
-            if !alive(i) {
-                // A crashed robot sends nothing, whatever its gate said.
-                open[i] = false;
-            }
+        team_step(&mut agents, &mut open, t, |i| i != 0 || t < crash_at);
+        for i in 0..3 {
             if open[i] && t > crash_at {
                 open_after[i] += step;
             }
@@ -311,6 +282,12 @@ fn the_arbiter_moves_with_the_coordinator_and_never_lets_two_robots_send() {
             open_after[i]
         );
     }
+}
+
+#[test]
+fn an_invalid_configuration_is_refused() {
+    let bad = AgentConfig { token: Config { limit: 0, ..Config::default() }, ..AgentConfig::default() };
+    assert!(matches!(Agent::new(bad, 1, 1, &[1], Instant::ZERO), Err(AgentConfigError::Token(ConfigError::Limit))));
 }
 
 /// The receiver of an upload acknowledges on a connection it also sent bulk on: its
