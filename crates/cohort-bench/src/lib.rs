@@ -8,6 +8,7 @@
 pub mod block;
 pub mod coding;
 pub mod coorp;
+pub mod coorp_agent_pair;
 pub mod coorp_gate;
 pub mod coorp_testbed;
 pub mod fidelity;

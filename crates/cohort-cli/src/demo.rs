@@ -159,10 +159,16 @@ pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
     let group_sim = cohort_sim::group::run_group(&cohort_sim::group::GroupScenario::default(), a.seed);
     let group_live = crate::group_cmd::loopback_team(20).map_err(|e| DemoError::Invalid(e.to_string()))?;
     let preemption = coorp_team(a.seed)?;
+    let agent = agent_on_kernels();
     if a.json {
+        let agent = match &agent {
+            Ok(r) => serde_json::to_value(r).unwrap_or_default(),
+            Err(e) => serde_json::json!({ "skipped": e }),
+        };
         let v = serde_json::json!({
             "coded_transfer": s, "secure_session": session, "wifi_team": wifi,
             "group_simulated": group_sim, "group_loopback": group_live, "preemption": preemption,
+            "agent_on_kernels": agent,
         });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         return Ok(ExitCode::SUCCESS);
@@ -272,6 +278,27 @@ pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
         );
     }
     println!("   (every system of seed 000 and the scalability sweep: cohort bench coorp)");
+    println!();
+    println!("6. Coordinated preemption for applications Cohort does not change (real kernels, root)");
+    match &agent {
+        Err(e) => println!("   skipped: {e}"),
+        Ok(r) => {
+            println!(
+                "   robot A runs `cohort coorp agent`; a plain UDP loop at 30 Hz (DSCP 0) and a plain TCP upload leave A"
+            );
+            for f in &r.flows {
+                println!("   - {f}");
+            }
+            println!(
+                "   receiver: {} control datagrams, the first {} as sent, then EF: {:.1}% of the last second EF",
+                r.datagrams, r.before_ef, r.ef_share_last_second_pct
+            );
+            println!(
+                "   gate: {} holds around control messages; upload {:.1} MB; kernel state removed after: {}",
+                r.window_holds, r.upload_mb, r.cleaned_up
+            );
+        }
+    }
     if !wifi.ok() {
         return Err(DemoError::Invalid(format!("simulation invariants broken: {}", wifi.violations.join("; "))));
     }
@@ -279,6 +306,58 @@ pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
         return Err(DemoError::Invalid(format!("group invariants broken: {}", o.violations.join("; "))));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Stage 6, on real kernels.
+#[derive(Debug, Serialize)]
+pub struct AgentDemo {
+    pub flows: Vec<String>,
+    pub datagrams: usize,
+    pub before_ef: usize,
+    pub ef_share_last_second_pct: f64,
+    pub window_holds: u64,
+    pub upload_mb: f64,
+    pub cleaned_up: bool,
+}
+
+/// Stage 6: two namespaces, the agent a real process of this binary, an unmarked control loop
+/// and an upload (`cohort_bench::coorp_agent_pair`). Without root, or without nftables, the
+/// reason it was skipped.
+fn agent_on_kernels() -> Result<AgentDemo, String> {
+    use cohort_bench::coorp_agent_pair::{Pair, control_beside_upload};
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let pair = Pair::new("demo", exe).map_err(|e| format!("{e} (sudo cohort demo runs it)"))?;
+    let r = control_beside_upload(&pair, "coorp", 120)?;
+    let flows = r.agent["flows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let ls = f["verdict"].as_str().is_some_and(|v| v.starts_with("ls"));
+            let period = match f["period_ms"].as_f64() {
+                Some(p) if ls => format!(", period {p:.1} ms"),
+                _ => String::new(),
+            };
+            format!(
+                "{} {} -> {}: {} ({}{period})",
+                f["proto"].as_str().unwrap_or(""),
+                f["src"].as_str().unwrap_or(""),
+                f["dst"].as_str().unwrap_or(""),
+                f["verdict"].as_str().unwrap_or(""),
+                f["marking"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    let last = &r.dscp[r.dscp.len().saturating_sub(270)..];
+    Ok(AgentDemo {
+        flows,
+        datagrams: r.dscp.len(),
+        before_ef: r.before_ef.unwrap_or(r.dscp.len()),
+        ef_share_last_second_pct: 100.0 * last.iter().filter(|&&d| d == 46).count() as f64 / last.len().max(1) as f64,
+        window_holds: r.agent["stats"]["window_holds"].as_u64().unwrap_or(0),
+        upload_mb: r.upload_bytes as f64 / 1e6,
+        cleaned_up: r.cleaned_up,
+    })
 }
 
 /// One line of stage 5.
