@@ -28,6 +28,28 @@ enum Which {
     Agent(AgentArgs),
     /// Show an agent's flows, verdicts, gate and token.
     Status(StatusArgs),
+    /// Force a verdict for every flow with PORT at either end while the agent runs (`ls`,
+    /// `bulk`), or give it back to the classifier (`auto`); taken within 200 ms.
+    Override(OverrideArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum VerdictArg {
+    Ls,
+    Bulk,
+    Auto,
+}
+
+#[derive(Debug, Args)]
+struct OverrideArgs {
+    /// The agent's status file (as given to `--status`; default: the agent of robot `--id`).
+    #[arg(long)]
+    status: Option<PathBuf>,
+    #[arg(long, default_value_t = 0)]
+    id: u32,
+    port: u16,
+    #[arg(value_enum)]
+    verdict: VerdictArg,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -126,6 +148,11 @@ fn default_status(id: u32) -> PathBuf {
     PathBuf::from(format!("/run/cohort/coorp-agent-{id}.json"))
 }
 
+/// The overrides file of the agent whose status is at `status`.
+fn overrides_path(status: &Path) -> PathBuf {
+    status.with_extension("overrides")
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -181,7 +208,7 @@ pub fn snapshot_json(s: &AgentSnapshot) -> Value {
         })),
         "observer": { "outgoing": s.observer.outgoing, "other": s.observer.other },
         "marker_changes": s.marker_changes, "sent": s.sent, "received": s.received,
-        "rejected": s.rejected, "kernel_errors": s.kernel_errors,
+        "rejected": s.rejected, "kernel_errors": s.kernel_errors, "override_errors": s.override_errors,
     })
 }
 
@@ -250,8 +277,10 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
         duration: a.duration_s.map(Duration::from_secs_f64),
         backlog_every: Duration::from_millis(5),
         status_every: Duration::from_millis(200),
+        overrides_file: None,
     };
     let path = a.status.clone().unwrap_or_else(|| default_status(a.id));
+    let opts = AgentOptions { overrides_file: Some(overrides_path(&path)), ..opts };
     catch_stop_signals();
     let mut status_errors = 0u64;
     let last = agent::run(&opts, &STOP, |s| {
@@ -307,7 +336,30 @@ fn status_cmd(a: &StatusArgs) -> Result<ExitCode, CoorpError> {
             f["messages"].as_u64().unwrap_or(0)
         );
     }
-    println!("override a verdict: restart the agent with --ls-port P / --bulk-port P");
+    println!("override a verdict: cohort coorp override PORT ls|bulk|auto (or --ls-port/--bulk-port at start)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn override_cmd(a: &OverrideArgs) -> Result<ExitCode, CoorpError> {
+    let status = a.status.clone().unwrap_or_else(|| default_status(a.id));
+    let path = overrides_path(&status);
+    let err = |e: String| CoorpError::Status { path: path.clone(), err: e };
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let (mut entries, bad) = agent::parse_overrides(&old);
+    if !bad.is_empty() {
+        return Err(err(format!("lines that are not `PORT ls|bulk`: {bad:?}")));
+    }
+    entries.retain(|e| e.0 != a.port);
+    match a.verdict {
+        VerdictArg::Ls => entries.push((a.port, Override::Ls)),
+        VerdictArg::Bulk => entries.push((a.port, Override::Bulk)),
+        VerdictArg::Auto => {}
+    }
+    let text: String =
+        entries.iter().map(|(p, o)| format!("{p} {}\n", if *o == Override::Ls { "ls" } else { "bulk" })).collect();
+    let tmp = path.with_extension("overrides.tmp");
+    std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)).map_err(|e| err(e.to_string()))?;
+    println!("{}: {} override(s); the agent takes them within 200 ms", path.display(), entries.len());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -315,5 +367,6 @@ pub fn run(a: &CoorpArgs) -> Result<ExitCode, CoorpError> {
     match &a.which {
         Which::Agent(x) => agent_cmd(x),
         Which::Status(x) => status_cmd(x),
+        Which::Override(x) => override_cmd(x),
     }
 }

@@ -223,3 +223,78 @@ fn a_held_gate_passes_the_acknowledgements_of_an_upload_it_receives() {
     assert_eq!(v["flows"].as_array().unwrap().len(), 0, "bare acknowledgements are no flow: {v}");
     let _ = std::fs::remove_file(&status);
 }
+
+/// The user overrides the agent's verdict while it runs (`cohort coorp override`): the control
+/// loop it marked EF is forced to bulk, and the receiver sees its datagrams unmarked again;
+/// `auto` gives the verdict back.
+#[test]
+fn a_verdict_overridden_while_the_agent_runs_changes_the_marking_in_the_kernel() {
+    use cohort_bench::coorp_agent_pair::recv_tos;
+    use std::os::fd::AsRawFd;
+    let pair = pair("o");
+    let status = std::env::temp_dir().join(format!("coorp-agent-test-o{}.json", std::process::id()));
+    let overrides = status.with_extension("overrides");
+    let _ = std::fs::remove_file(&status);
+    let _ = std::fs::remove_file(&overrides);
+    let mut agent = pair.agent(&["--mode", "mark", "--duration-s", "8"], &status).spawn().unwrap();
+    wait_for(&status, &mut agent);
+    let rx = netns::in_netns(&pair.b, || {
+        let rx = std::net::UdpSocket::bind(SocketAddrV4::new(B, 9000))?;
+        let one: libc::c_int = 1;
+        // SAFETY: setting an int option on a socket we own.
+        unsafe {
+            libc::setsockopt(
+                rx.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_RECVTOS,
+                (&raw const one).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        rx.set_read_timeout(Some(Duration::from_secs(1)))?;
+        Ok(rx)
+    })
+    .unwrap();
+    let tx = netns::in_netns(&pair.a, || std::net::UdpSocket::bind(SocketAddrV4::new(A, 0))).unwrap();
+    let receiver = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        std::iter::from_fn(|| recv_tos(&rx, &mut buf).map(|t| (Instant::now(), t >> 2))).collect::<Vec<_>>()
+    });
+    let cohort = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cohort")).arg("coorp").args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    let status_arg = status.to_str().unwrap().to_string();
+    let t0 = Instant::now();
+    let period = Duration::from_nanos(33_333_333);
+    let (mut forced_at, mut auto_at) = (None, None);
+    for k in 0..180u32 {
+        while Instant::now() < t0 + period * k {
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        tx.send_to(&[1u8; 200], SocketAddrV4::new(B, 9000)).unwrap();
+        if k == 60 {
+            cohort(&["override", "--status", &status_arg, "9000", "bulk"]);
+            forced_at = Some(Instant::now());
+        }
+        if k == 120 {
+            cohort(&["override", "--status", &status_arg, "9000", "auto"]);
+            auto_at = Some(Instant::now());
+        }
+    }
+    let got = receiver.join().unwrap();
+    let out = agent.wait_with_output().unwrap();
+    assert!(out.status.success(), "agent: {}", String::from_utf8_lossy(&out.stderr));
+    let (forced_at, auto_at) = (forced_at.unwrap(), auto_at.unwrap());
+    let settle = Duration::from_millis(500);
+    let dscp_in = |from: Instant, to: Instant| -> Vec<u8> {
+        got.iter().filter(|(t, _)| *t > from && *t < to).map(|x| x.1).collect()
+    };
+    assert!(dscp_in(forced_at - settle, forced_at).iter().all(|&d| d == 46), "EF before the override");
+    let forced = dscp_in(forced_at + settle, auto_at);
+    assert!(!forced.is_empty() && forced.iter().all(|&d| d == 0), "unmarked while forced to bulk: {forced:?}");
+    let after = dscp_in(auto_at + Duration::from_secs(1), Instant::now());
+    assert!(!after.is_empty() && after.iter().all(|&d| d == 46), "EF again once back to the classifier");
+    let _ = std::fs::remove_file(&status);
+    let _ = std::fs::remove_file(&overrides);
+}

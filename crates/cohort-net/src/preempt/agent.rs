@@ -19,12 +19,13 @@ use super::marker::{Marker, MarkerError};
 use super::observer::{Observer, ObserverStats};
 use crate::Secure;
 use cohort_proto::Dest;
-use cohort_proto::preempt::agent::{Action, Agent, AgentConfig, AgentStats, Flow, Marking};
+use cohort_proto::preempt::agent::{Action, Agent, AgentConfig, AgentStats, Flow, Marking, Override};
 use cohort_proto::preempt::client::ClientState;
 use cohort_wire::frame::{TeamKey, kind};
 use std::io;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -56,6 +57,28 @@ pub struct AgentOptions {
     pub duration: Option<Duration>,
     pub backlog_every: Duration,
     pub status_every: Duration,
+    /// A file of verdicts the user forces while the agent runs (`cohort coorp override`): one
+    /// `PORT ls|bulk` per line, read when it changes, on top of `config.overrides`.
+    pub overrides_file: Option<PathBuf>,
+}
+
+/// Parses an overrides file: `PORT ls|bulk` per line (`#` comments, blank lines); the bad
+/// lines are returned apart.
+pub fn parse_overrides(text: &str) -> (Vec<(u16, Override)>, Vec<String>) {
+    let (mut ok, mut bad) = (Vec::new(), Vec::new());
+    for line in text.lines().map(|l| l.split('#').next().unwrap_or("").trim()).filter(|l| !l.is_empty()) {
+        let mut w = line.split_whitespace();
+        let parsed = match (w.next().and_then(|p| p.parse::<u16>().ok()), w.next(), w.next()) {
+            (Some(p), Some("ls"), None) => Some((p, Override::Ls)),
+            (Some(p), Some("bulk"), None) => Some((p, Override::Bulk)),
+            _ => None,
+        };
+        match parsed {
+            Some(o) => ok.push(o),
+            None => bad.push(line.to_string()),
+        }
+    }
+    (ok, bad)
 }
 
 /// Why an agent could not start or stopped.
@@ -137,6 +160,8 @@ pub struct AgentSnapshot {
     pub rejected: u64,
     /// Kernel changes that failed (each logged); the agent keeps running.
     pub kernel_errors: u64,
+    /// Lines of the overrides file that were not `PORT ls|bulk` (each logged).
+    pub override_errors: u64,
 }
 
 /// Claims the agent's place on `dev` in this network namespace (abstract Unix socket).
@@ -225,9 +250,11 @@ pub fn run(
     let mut next_backlog = started;
     let mut next_status = started;
     let (mut sent, mut received, mut kernel_errors, mut backlog_packets) = (0u64, 0u64, 0u64, 0u64);
+    let mut override_errors = 0u64;
+    let mut overrides_stamp = None;
     let mut buf = vec![0u8; 2048];
     let mut plain = vec![0u8; 512];
-    let snapshot = |agent: &Agent, gate: &Option<BulkGate>, observer: &Observer, marker: &Marker, c: [u64; 5]| {
+    let snapshot = |agent: &Agent, gate: &Option<BulkGate>, observer: &Observer, marker: &Marker, c: [u64; 6]| {
         let token = match agent.client().map(|c| c.state()) {
             None => "none",
             Some(ClientState::Idle) => "idle",
@@ -253,6 +280,7 @@ pub fn run(
             received: c[1],
             rejected: c[2],
             kernel_errors: c[3],
+            override_errors: c[5],
         }
     };
     loop {
@@ -343,7 +371,27 @@ pub fn run(
         let now = clock.now();
         if now >= next_status {
             next_status = now + opts.status_every;
-            let c = [sent, received, secure.rejected(), kernel_errors, backlog_packets];
+            if let Some(path) = &opts.overrides_file {
+                let stamp = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+                if stamp != overrides_stamp {
+                    overrides_stamp = stamp;
+                    let (file, bad) = parse_overrides(&std::fs::read_to_string(path).unwrap_or_default());
+                    for line in &bad {
+                        tracing::warn!(%line, "agent: an override line that is not `PORT ls|bulk`");
+                    }
+                    override_errors += bad.len() as u64;
+                    let mut all: Vec<(u16, Override)> = opts
+                        .config
+                        .overrides
+                        .iter()
+                        .filter(|(p, _)| !file.iter().any(|f| f.0 == *p))
+                        .copied()
+                        .collect();
+                    all.extend(file);
+                    agent.set_overrides(all);
+                }
+            }
+            let c = [sent, received, secure.rejected(), kernel_errors, backlog_packets, override_errors];
             status(&snapshot(&agent, &gate, &observer, &marker, c));
         }
         let mut deadline = agent.poll_timeout(now).min(next_status);
@@ -355,9 +403,22 @@ pub fn run(
         }
         wait(&[observer.as_raw_fd(), sock.as_raw_fd()], deadline.saturating_duration_since(now));
     }
-    let c = [sent, received, secure.rejected(), kernel_errors, backlog_packets];
+    let c = [sent, received, secure.rejected(), kernel_errors, backlog_packets, override_errors];
     let last = snapshot(&agent, &gate, &observer, &marker, c);
     drop(gate);
     drop(marker);
     Ok(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overrides_file_is_read_line_by_line_and_bad_lines_are_set_apart() {
+        let (ok, bad) =
+            parse_overrides("# forced\n9000 ls\n\n5001 bulk # the bag upload\nx ls\n7000 fast\n1 ls extra\n");
+        assert_eq!(ok, vec![(9000, Override::Ls), (5001, Override::Bulk)]);
+        assert_eq!(bad, vec!["x ls", "7000 fast", "1 ls extra"]);
+    }
 }

@@ -350,8 +350,7 @@ impl Agent {
             return;
         }
         self.stats.packets += 1;
-        let forced =
-            self.cfg.overrides.iter().find(|(p, _)| *p == key.src.port() || *p == key.dst.port()).map(|&(_, o)| o);
+        let forced = self.forced(&key);
         let full = self.flows.len() >= self.cfg.max_flows;
         let flow = match self.flows.entry(key) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
@@ -406,20 +405,7 @@ impl Agent {
             _ => flow.verdict,
         };
         flow.verdict = verdict;
-        let marking = match verdict {
-            Verdict::Ls | Verdict::Forced(Override::Ls) => Marking::Ef,
-            Verdict::Bulk | Verdict::Forced(Override::Bulk) => Marking::Bulk,
-            Verdict::Undecided | Verdict::MarkedByApp => Marking::Untouched,
-        };
-        if marking != flow.marking {
-            match (flow.marking, marking) {
-                (_, Marking::Ef) => self.stats.flows_marked += 1,
-                (Marking::Ef, _) => self.stats.flows_unmarked += 1,
-                _ => {}
-            }
-            flow.marking = marking;
-            self.actions.push_back(Action::Set(key, marking));
-        }
+        Self::apply_marking(flow, &mut self.stats, &mut self.actions);
         if verdict.is_ls() {
             if new_message {
                 self.stats.ls_messages += 1;
@@ -448,6 +434,51 @@ impl Agent {
         {
             self.stats.token_requests += 1;
             c.want(now);
+        }
+    }
+
+    /// Replaces the verdicts forced by port (the user's overrides, changed while the agent
+    /// runs). Flows a new override names take it at once; flows an override no longer names
+    /// go back to what their classifier says.
+    pub fn set_overrides(&mut self, overrides: Vec<(u16, Override)>) {
+        self.cfg.overrides = overrides;
+        let keys: Vec<FlowKey> = self.flows.keys().copied().collect();
+        for key in keys {
+            let forced = self.forced(&key);
+            let Some(flow) = self.flows.get_mut(&key) else { continue };
+            let verdict = match (forced, flow.verdict) {
+                (Some(o), _) => Verdict::Forced(o),
+                (None, Verdict::Forced(_)) => match flow.classifier.evidence().class {
+                    FlowClass::LatencySensitive => Verdict::Ls,
+                    FlowClass::Aperiodic | FlowClass::TooLarge => Verdict::Bulk,
+                    FlowClass::Undecided => Verdict::Undecided,
+                },
+                (None, v) => v,
+            };
+            flow.verdict = verdict;
+            Self::apply_marking(flow, &mut self.stats, &mut self.actions);
+        }
+    }
+
+    fn forced(&self, key: &FlowKey) -> Option<Override> {
+        self.cfg.overrides.iter().find(|(p, _)| *p == key.src.port() || *p == key.dst.port()).map(|&(_, o)| o)
+    }
+
+    /// Sets the kernel marking that `flow`'s verdict calls for, if it changed.
+    fn apply_marking(flow: &mut Flow, stats: &mut AgentStats, actions: &mut VecDeque<Action>) {
+        let marking = match flow.verdict {
+            Verdict::Ls | Verdict::Forced(Override::Ls) => Marking::Ef,
+            Verdict::Bulk | Verdict::Forced(Override::Bulk) => Marking::Bulk,
+            Verdict::Undecided | Verdict::MarkedByApp => Marking::Untouched,
+        };
+        if marking != flow.marking {
+            match (flow.marking, marking) {
+                (_, Marking::Ef) => stats.flows_marked += 1,
+                (Marking::Ef, _) => stats.flows_unmarked += 1,
+                _ => {}
+            }
+            flow.marking = marking;
+            actions.push_back(Action::Set(flow.key, marking));
         }
     }
 

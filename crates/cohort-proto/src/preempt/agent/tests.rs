@@ -330,3 +330,20 @@ fn the_flow_table_is_bounded() {
     a.handle_timeout(Instant::ZERO + AgentConfig::default().flow_idle + Duration::from_secs(1));
     assert_eq!(a.flows().count(), 0);
 }
+
+/// The user overrides a verdict while the agent runs, and takes the override back.
+#[test]
+fn an_override_set_while_running_takes_effect_at_once_and_can_be_taken_back() {
+    let mut a = agent(Mode::Mark);
+    let ctl = key(PROTO_UDP, 40000, 9000);
+    for k in 0..20u32 {
+        perception(&mut a, ctl, Instant::ZERO + PERIOD * k, 0);
+    }
+    assert!(actions(&mut a).contains(&Action::Set(ctl, Marking::Ef)));
+    a.set_overrides(vec![(9000, Override::Bulk)]);
+    assert_eq!(actions(&mut a), vec![Action::Set(ctl, Marking::Bulk)]);
+    assert_eq!(a.flows().next().unwrap().verdict, Verdict::Forced(Override::Bulk));
+    a.set_overrides(vec![]);
+    assert_eq!(actions(&mut a), vec![Action::Set(ctl, Marking::Ef)], "back to what the classifier says");
+    assert_eq!(a.flows().next().unwrap().verdict, Verdict::Ls);
+}
