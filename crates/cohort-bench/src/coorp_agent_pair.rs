@@ -119,6 +119,31 @@ pub fn sink(listener: TcpListener) -> std::thread::JoinHandle<usize> {
     })
 }
 
+/// B's socket on the control port, reporting each datagram's TOS (`IP_RECVTOS`) to
+/// [`recv_tos`], which gives up after `timeout` of silence.
+pub fn control_receiver(pair: &Pair, timeout: Duration) -> Result<UdpSocket, String> {
+    netns::in_netns(&pair.b, || {
+        let rx = UdpSocket::bind(SocketAddrV4::new(B, CONTROL_PORT))?;
+        let one: libc::c_int = 1;
+        // SAFETY: setting an int option on a socket we own, with its size.
+        let r = unsafe {
+            libc::setsockopt(
+                rx.as_raw_fd(),
+                libc::IPPROTO_IP,
+                libc::IP_RECVTOS,
+                (&raw const one).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        rx.set_read_timeout(Some(timeout))?;
+        Ok(rx)
+    })
+    .map_err(err("control receiver"))
+}
+
 /// Receives one datagram and its TOS byte (`IP_RECVTOS` must be on); `None` on timeout.
 pub fn recv_tos(s: &UdpSocket, buf: &mut [u8]) -> Option<u8> {
     let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
@@ -168,23 +193,9 @@ pub fn control_beside_upload(pair: &Pair, mode: &str, loops: u32) -> Result<Pair
     let secs = format!("{}", (f64::from(loops) / 30.0 + 2.0).ceil());
     let mut agent = pair.agent(&["--mode", mode, "--duration-s", &secs], &status).spawn().map_err(|e| e.to_string())?;
     wait_for_status(&status, &mut agent)?;
-    let (rx, listener) = netns::in_netns(&pair.b, || {
-        let rx = UdpSocket::bind(SocketAddrV4::new(B, CONTROL_PORT))?;
-        let one: libc::c_int = 1;
-        // SAFETY: setting an int option on a socket we own.
-        unsafe {
-            libc::setsockopt(
-                rx.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_RECVTOS,
-                (&raw const one).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        rx.set_read_timeout(Some(Duration::from_secs(2)))?;
-        Ok((rx, TcpListener::bind(SocketAddrV4::new(B, UPLOAD_PORT))?))
-    })
-    .map_err(err("receiver"))?;
+    let rx = control_receiver(pair, Duration::from_secs(2))?;
+    let listener =
+        netns::in_netns(&pair.b, || TcpListener::bind(SocketAddrV4::new(B, UPLOAD_PORT))).map_err(err("receiver"))?;
     let receiver = std::thread::spawn(move || {
         let mut buf = [0u8; 2048];
         std::iter::from_fn(|| recv_tos(&rx, &mut buf)).collect::<Vec<u8>>()

@@ -8,16 +8,22 @@ use cohort_bench::coorp_testbed::{Channel, TbSystem, TestbedParams, run_system};
 /// One testbed at a time: the namespace check looks for any of this process's runs.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-#[test]
-fn a_short_edca_run_counts_loops_and_epochs_and_cleans_up() {
+/// A testbed of a leader and two workers on 802.11ac at 78 Mbit/s, held for this test alone;
+/// `None` (skipped, said why) without root.
+fn two_workers() -> Option<(std::sync::MutexGuard<'static, ()>, TestbedParams, Channel)> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         eprintln!("skipped: the testbed needs root (network namespaces)");
-        return;
+        return None;
     }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let ch = Channel { phy: "ac".into(), data_mbps: 78.0 };
-    let p = TestbedParams { workers: 2, channel: Some(ch.clone()), ..TestbedParams::default() };
+    Some((one, TestbedParams { workers: 2, channel: Some(ch.clone()), ..TestbedParams::default() }, ch))
+}
+
+#[test]
+fn a_short_edca_run_counts_loops_and_epochs_and_cleans_up() {
+    let Some((_one, p, ch)) = two_workers() else { return };
     let wl = WorkloadParams {
         batch_bytes: 256 << 10,
         update_bytes: 512 << 10,
@@ -43,14 +49,7 @@ fn a_short_edca_run_counts_loops_and_epochs_and_cleans_up() {
 
 #[test]
 fn no_bh_runs_its_loops_without_training() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the testbed needs root (network namespaces)");
-        return;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let ch = Channel { phy: "ac".into(), data_mbps: 78.0 };
-    let p = TestbedParams { workers: 2, channel: Some(ch.clone()), ..TestbedParams::default() };
+    let Some((_one, p, ch)) = two_workers() else { return };
     let wl = WorkloadParams { loops_without_bh: 45, warmup_s: 0.5, max_s: 5.0, ..WorkloadParams::default() };
     let r = run_system(&p, &ch, "shared_tx", TbSystem::NoBh, false, &wl, 50.0, 0).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.outcome.loops, 45);

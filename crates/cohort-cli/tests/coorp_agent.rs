@@ -229,8 +229,7 @@ fn a_held_gate_passes_the_acknowledgements_of_an_upload_it_receives() {
 /// `auto` gives the verdict back.
 #[test]
 fn a_verdict_overridden_while_the_agent_runs_changes_the_marking_in_the_kernel() {
-    use cohort_bench::coorp_agent_pair::recv_tos;
-    use std::os::fd::AsRawFd;
+    use cohort_bench::coorp_agent_pair::{control_receiver, recv_tos};
     let pair = pair("o");
     let status = std::env::temp_dir().join(format!("coorp-agent-test-o{}.json", std::process::id()));
     let overrides = status.with_extension("overrides");
@@ -238,23 +237,7 @@ fn a_verdict_overridden_while_the_agent_runs_changes_the_marking_in_the_kernel()
     let _ = std::fs::remove_file(&overrides);
     let mut agent = pair.agent(&["--mode", "mark", "--duration-s", "8"], &status).spawn().unwrap();
     wait_for(&status, &mut agent);
-    let rx = netns::in_netns(&pair.b, || {
-        let rx = std::net::UdpSocket::bind(SocketAddrV4::new(B, 9000))?;
-        let one: libc::c_int = 1;
-        // SAFETY: setting an int option on a socket we own.
-        unsafe {
-            libc::setsockopt(
-                rx.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_RECVTOS,
-                (&raw const one).cast(),
-                std::mem::size_of::<libc::c_int>() as u32,
-            )
-        };
-        rx.set_read_timeout(Some(Duration::from_secs(1)))?;
-        Ok(rx)
-    })
-    .unwrap();
+    let rx = control_receiver(&pair, Duration::from_secs(1)).unwrap();
     let tx = netns::in_netns(&pair.a, || std::net::UdpSocket::bind(SocketAddrV4::new(A, 0))).unwrap();
     let receiver = std::thread::spawn(move || {
         let mut buf = [0u8; 2048];

@@ -277,6 +277,9 @@ pub struct Agent {
     /// Bulk packets waiting in the gate, as last reported.
     backlog: u64,
     last_bulk: Instant,
+    /// When idle flows are next looked for (every tenth of `flow_idle`, not at every wake-up:
+    /// the runtime calls `handle_timeout` once per batch of packets).
+    next_sweep: Instant,
     actions: VecDeque<Action>,
     stats: AgentStats,
 }
@@ -307,6 +310,7 @@ impl Agent {
             held: None,
             backlog: 0,
             last_bulk: now,
+            next_sweep: now,
             actions: VecDeque::new(),
             stats: AgentStats::default(),
         })
@@ -531,6 +535,14 @@ impl Agent {
                 c.finished(now);
             }
         }
+        if now >= self.next_sweep {
+            self.next_sweep = now + self.cfg.flow_idle / 10;
+            self.forget_idle_flows(now);
+        }
+        self.update_gate(now);
+    }
+
+    fn forget_idle_flows(&mut self, now: Instant) {
         let idle = self.cfg.flow_idle;
         let gone: Vec<FlowKey> =
             self.flows.values().filter(|f| now.saturating_duration_since(f.last_seen) >= idle).map(|f| f.key).collect();
@@ -545,7 +557,6 @@ impl Agent {
                 }
             }
         }
-        self.update_gate(now);
     }
 
     /// The next datagram of the token protocol for other robots, written into `buf`. What the
