@@ -87,7 +87,8 @@ fn key_exchange(
         e
     };
     let mut init = Initiator::new(&psk, TEAM, cfg.handshake_retry, Instant::ZERO, entropy()).ok()?;
-    let (mut lead, mut follow) = (Sealer::with_epoch(team.clone(), 1, epochs.0), Sealer::with_epoch(team.clone(), 2, epochs.1));
+    let (mut lead, mut follow) =
+        (Sealer::with_epoch(team.clone(), 1, epochs.0), Sealer::with_epoch(team.clone(), 2, epochs.1));
     let (mut lead_open, mut follow_open) = (Opener::new(team.clone()), Opener::new(team));
     let mut answered: Option<(SessionKeys, [u8; session::MESSAGE_LEN])> = None;
     let mut wire = [0u8; 128];

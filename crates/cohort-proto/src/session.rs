@@ -128,7 +128,8 @@ fn builder_state(
     initiator: bool,
     entropy: [u8; 32],
 ) -> Result<snow::HandshakeState, SessionError> {
-    let params: snow::params::NoiseParams = PATTERN.parse().map_err(|e: snow::Error| SessionError::Start(e.to_string()))?;
+    let params: snow::params::NoiseParams =
+        PATTERN.parse().map_err(|e: snow::Error| SessionError::Start(e.to_string()))?;
     let pro = prologue(team_id);
     let b = snow::Builder::with_resolver(params, Box::new(EntropyResolver { entropy }))
         .psk(0, psk)

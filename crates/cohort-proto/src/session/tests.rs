@@ -81,7 +81,10 @@ fn another_secret_or_team_is_refused() {
     let msg1 = *i.poll_transmit(t(0)).unwrap();
     let other_secret = session_psk(b"another secret, also 32 bytes!!!", TEAM).unwrap();
     assert!(matches!(respond(&other_secret, TEAM, &msg1, ent(2)), Err(SessionError::Refused(_))));
-    assert!(matches!(respond(&psk(), TEAM + 1, &msg1, ent(2)), Err(SessionError::Refused(_))), "the prologue binds the team");
+    assert!(
+        matches!(respond(&psk(), TEAM + 1, &msg1, ent(2)), Err(SessionError::Refused(_))),
+        "the prologue binds the team"
+    );
     assert_ne!(psk(), session_psk(SECRET, TEAM + 1).unwrap());
     // The PSK is not the team's frame key material.
     let team = TeamKey::derive(SECRET, TEAM).unwrap();
