@@ -142,7 +142,7 @@ struct HalfOpen {
 #[derive(Debug)]
 enum Session {
     /// `connect`: message 1 goes out until message 2 comes back.
-    Initiating(Initiator),
+    Initiating(Box<Initiator>),
     /// `listen`: message 1s answered, waiting for one initiator's first datagram.
     Responding(Vec<HalfOpen>),
     Established(Secure),
@@ -228,10 +228,10 @@ impl LrtSocket {
             .map_err(|e| NetError::Config(e.to_string()))?;
         let team = Secure::new(key, cfg.sender_id, kind::HANDSHAKE)?;
         let session = match peer {
-            Some(_) => Session::Initiating(
+            Some(_) => Session::Initiating(Box::new(
                 Initiator::new(&psk, cfg.team_id, cfg.lrt.handshake_retry, cohort_time::Instant::ZERO, entropy()?)
                     .map_err(|e| NetError::Config(e.to_string()))?,
-            ),
+            )),
             None => Session::Responding(Vec::new()),
         };
         let inner = Inner {
