@@ -140,6 +140,8 @@ struct HalfOpen {
 /// session's keys (forward secrecy, see `cohort_proto::session`); the team key seals the key
 /// exchange alone.
 #[derive(Debug)]
+// One per socket, and the established variant is the hot one: no box for it.
+#[allow(clippy::large_enum_variant)]
 enum Session {
     /// `connect`: message 1 goes out until message 2 comes back.
     Initiating(Box<Initiator>),
