@@ -6,6 +6,7 @@
 
 pub mod group;
 pub mod lrt;
+pub mod multipath;
 pub mod preempt;
 pub mod session;
 
