@@ -24,9 +24,11 @@
 //!   cloning: a short flow finishes as fast as the best path); after that each packet is
 //!   duplicated on another path with probability `c_p = min{k, p_e/(1 − p_e)}`. With coding a
 //!   clone of a source symbol is as good as a repair on the other path.
-//! * **Failure and return**: a path silent for `max(fail_after, 4·srtt)` with packets in flight
+//! * **Failure and return**: a path with packets in flight and no report for half of
+//!   `max(fail_after, 4·srtt)` is probed (a 2-byte request the receiver answers with the
+//!   path's report, so a lost report is not a failure); silent for the whole of it, the path
 //!   is down: its packets count as lost (LRT's repairs cover them) and it leaves every
-//!   super-arm; a clone goes to it every `probe_interval`, and its next report brings it back.
+//!   super-arm. A down path is probed every `probe_interval`; any report brings it back.
 //!
 //! The baselines of seed 001's comparison run on the same machine ([`Scheduler`]): the
 //! min-RTT scheduler of MPTCP's default and round-robin, both with uncoupled Reno windows.
@@ -43,7 +45,7 @@ use cohort_time::Instant;
 use path::{Growth, PathRx, PathTx, clone_probability};
 use std::collections::VecDeque;
 use std::time::Duration;
-use wire::{DATA_HEADER, DataHeader, MpRepr, PATH_ACK_LEN};
+use wire::{DATA_HEADER, DataHeader, MpRepr, PATH_ACK_LEN, PROBE_LEN};
 
 /// Which scheduler places packets on paths.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -164,8 +166,13 @@ pub struct MpConnection {
     /// When the scheduler last found no path that may take a packet (windows full, quotas
     /// spent on full paths, every path down); cleared by the next arrival.
     blocked: Option<Instant>,
+    /// The super-arms played, first rounds only (for regret).
+    round_log: Vec<Vec<usize>>,
     stats: MpStats,
 }
+
+/// Rounds kept in the log.
+const ROUND_LOG: usize = 10_000;
 
 fn micros(now: Instant) -> u32 {
     (now.saturating_duration_since(Instant::ZERO).as_micros() & 0xFFFF_FFFF) as u32
@@ -190,6 +197,7 @@ impl MpConnection {
             clones: VecDeque::new(),
             data_bytes_sent: 0,
             blocked: None,
+            round_log: Vec::new(),
             stats: MpStats::default(),
             cfg,
         }
@@ -210,6 +218,11 @@ impl MpConnection {
     /// Starts path `i`'s bandit statistics from what other robots shared (Eqs. 17-18).
     pub fn federated_start(&mut self, i: usize, s: ArmStats) {
         self.bandit.seed_arm(i, s);
+    }
+
+    /// The super-arm of each round played so far (the first 10 000).
+    pub fn rounds_played(&self) -> &[Vec<usize>] {
+        &self.round_log
     }
 
     /// Each path's bandit statistics, to share with the team.
@@ -242,6 +255,12 @@ impl MpConnection {
         s
     }
 
+    /// Whether path `i` may take a packet now: up with window room, or, when every path is
+    /// down, any path with window room (a connection never stops trying).
+    fn has_room(&self, i: usize) -> bool {
+        (self.tx[i].up || self.tx.iter().all(|p| !p.up)) && self.tx[i].window_open()
+    }
+
     fn growth(&self) -> Growth {
         match self.cfg.scheduler {
             Scheduler::LdMpsp { tau } => Growth::DelayTarget { tau },
@@ -258,6 +277,7 @@ impl MpConnection {
                 self.rx[path].on_data(now, micros(now), h.seq, h.sent_us);
                 self.conn.handle_packet(now, h.pn, pkt);
             }
+            Ok(MpRepr::Probe(p)) if usize::from(p) < self.rx.len() => self.rx[usize::from(p)].probed = true,
             Ok(MpRepr::PathAck(a)) if usize::from(a.path) < self.tx.len() => {
                 let p = usize::from(a.path);
                 let was_up = self.tx[p].up;
@@ -286,22 +306,31 @@ impl MpConnection {
         }
     }
 
-    /// When path `i` counts as down if nothing arrives from it.
-    fn fail_deadline(&self, i: usize) -> Option<Instant> {
+    /// Since when path `i` has been silent with packets in flight, and how long it may stay so.
+    fn silence(&self, i: usize) -> Option<(Instant, Duration)> {
         let p = &self.tx[i];
         if !p.up || p.in_flight() == 0 {
             return None;
         }
-        let silence = self.cfg.fail_after.max(p.srtt.map_or(Duration::ZERO, |s| s * 4));
+        let allowed = self.cfg.fail_after.max(p.srtt.map_or(Duration::ZERO, |s| s * 4));
         let since = [p.last_report, p.oldest_in_flight()].into_iter().flatten().max()?;
-        Some(since + silence)
+        Some((since, allowed))
+    }
+
+    /// When path `i` counts as down if nothing arrives from it.
+    fn fail_deadline(&self, i: usize) -> Option<Instant> {
+        self.silence(i).map(|(since, allowed)| since + allowed)
     }
 
     /// When `handle_timeout` or `poll_transmit` next has work.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let acks = self.rx.iter().filter_map(|r| r.first_unacked.map(|t| t + self.cfg.ack_delay));
+        let acks = self.rx.iter().filter_map(|r| match r.first_unacked {
+            // A probe asks for the report at once.
+            _ if r.probed && r.highest.is_some() => Some(Instant::ZERO),
+            first => first.map(|t| t + self.cfg.ack_delay),
+        });
         let fails = (0..self.tx.len()).filter_map(|i| self.fail_deadline(i));
-        let probes = (0..self.tx.len()).filter(|&i| !self.tx[i].up).map(|i| self.probe_due(i));
+        let probes = (0..self.tx.len()).filter_map(|i| self.probe_due(i));
         // While no path may take a packet, the connection's "transmit now" waits for an
         // arrival; its other timers (idle, keepalive) still run, checked every `probe_interval`,
         // and so does the round's end.
@@ -313,17 +342,32 @@ impl MpConnection {
         conn.into_iter().chain(acks).chain(fails).chain(probes).chain(round).min()
     }
 
-    /// When a down path is probed next.
-    fn probe_due(&self, i: usize) -> Instant {
-        self.last_probe[i].map_or(Instant::ZERO, |t| t + self.cfg.probe_interval)
+    /// When path `i` is probed next: a down path every `probe_interval`; an up path silent for
+    /// half its allowed silence, then every quarter of it.
+    fn probe_due(&self, i: usize) -> Option<Instant> {
+        if !self.tx[i].up {
+            return Some(self.last_probe[i].map_or(Instant::ZERO, |t| t + self.cfg.probe_interval));
+        }
+        let (since, allowed) = self.silence(i)?;
+        let first = since + allowed / 2;
+        Some(self.last_probe[i].filter(|&t| t >= since).map_or(first, |t| (t + allowed / 4).max(first)))
     }
 
     /// The next datagram to send: `(path, length)` written to `buf`, or `None`.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<(usize, usize)> {
         let now_us = micros(now);
-        // 1. Path reports, on the path they describe.
+        // 0. Probes of silent and down paths.
+        if buf.len() >= PROBE_LEN
+            && let Some(i) = (0..self.tx.len()).find(|&i| self.probe_due(i).is_some_and(|t| now >= t))
+        {
+            self.last_probe[i] = Some(now);
+            wire::emit_probe(i as u8, buf);
+            return Some((i, PROBE_LEN));
+        }
+        // 1. Path reports, on the path they describe (at once when probed).
         for i in 0..self.rx.len() {
-            let due = self.rx[i].unacked >= self.cfg.ack_every
+            let due = self.rx[i].probed
+                || self.rx[i].unacked >= self.cfg.ack_every
                 || self.rx[i].first_unacked.is_some_and(|t| now >= t + self.cfg.ack_delay);
             if due
                 && buf.len() >= PATH_ACK_LEN
@@ -338,7 +382,7 @@ impl MpConnection {
         let before = self.clones.len();
         self.clones.retain(|(p, _)| self.tx[*p].up);
         self.stats.clones_dropped += (before - self.clones.len()) as u64;
-        if let Some(k) = self.clones.iter().position(|(p, _)| self.tx[*p].has_room()) {
+        if let Some(k) = self.clones.iter().position(|(p, _)| self.has_room(*p)) {
             let (p, mut bytes) = self.clones.remove(k)?;
             if bytes.len() > buf.len() {
                 return None;
@@ -349,10 +393,8 @@ impl MpConnection {
             buf[..bytes.len()].copy_from_slice(&bytes);
             return Some((p, bytes.len()));
         }
-        // 3. A new LRT packet on the path the scheduler picks: a down path whose probe is due
-        //    (its report brings it back), else the scheduler's choice.
-        let probe = (0..self.tx.len()).find(|&i| !self.tx[i].up && now >= self.probe_due(i));
-        let Some(pick) = probe.or_else(|| self.pick(now)) else {
+        // 3. A new LRT packet on the path the scheduler picks.
+        let Some(pick) = self.pick(now) else {
             self.blocked.get_or_insert(now);
             return None;
         };
@@ -363,9 +405,6 @@ impl MpConnection {
         let n = self.conn.poll_transmit(now, pn, &mut buf[DATA_HEADER..])?;
         self.next_pn += 1;
         self.blocked = None;
-        if probe.is_some() {
-            self.last_probe[pick] = Some(now);
-        }
         let len = DATA_HEADER + n;
         let seq = self.tx[pick].on_send(now, len, false);
         DataHeader { path: pick as u8, seq, sent_us: now_us, pn }.emit(buf);
@@ -382,10 +421,10 @@ impl MpConnection {
         let n = self.tx.len();
         match self.cfg.scheduler {
             Scheduler::MinRtt => {
-                (0..n).filter(|&i| self.tx[i].has_room()).min_by_key(|&i| self.tx[i].srtt.unwrap_or(Duration::ZERO))
+                (0..n).filter(|&i| self.has_room(i)).min_by_key(|&i| self.tx[i].srtt.unwrap_or(Duration::ZERO))
             }
             Scheduler::RoundRobin => {
-                let i = (0..n).map(|k| (self.rr + k) % n).find(|&i| self.tx[i].has_room())?;
+                let i = (0..n).map(|k| (self.rr + k) % n).find(|&i| self.has_room(i))?;
                 self.rr = (i + 1) % n;
                 Some(i)
             }
@@ -403,7 +442,7 @@ impl MpConnection {
                         .arms
                         .iter()
                         .copied()
-                        .filter(|&i| r.quota[i] > 0 && self.tx[i].has_room())
+                        .filter(|&i| r.quota[i] > 0 && self.has_room(i))
                         .map(|i| {
                             let m = self.tx[i].delay_model(self.cfg.default_rtt);
                             (m.finish(self.tx[i].in_flight() as f64 + 1.0, z), i)
@@ -414,7 +453,8 @@ impl MpConnection {
                         return best;
                     }
                     // Quota left only on full paths: wait for their acknowledgements.
-                    if r.arms.iter().any(|&i| r.quota[i] > 0 && self.tx[i].up) {
+                    let all_down = self.tx.iter().all(|p| !p.up);
+                    if r.arms.iter().any(|&i| r.quota[i] > 0 && (self.tx[i].up || all_down)) {
                         return None;
                     }
                     self.round = None;
@@ -431,7 +471,8 @@ impl MpConnection {
 
     /// A round ends when its quotas are spent, every path of it failed, or its time is up.
     fn round_over(&self, r: &Round, now: Instant) -> bool {
-        r.arms.iter().all(|&i| r.quota[i] == 0 || !self.tx[i].up) || now >= r.started + self.round_len()
+        let all_down = self.tx.iter().all(|p| !p.up);
+        r.arms.iter().all(|&i| r.quota[i] == 0 || (!self.tx[i].up && !all_down)) || now >= r.started + self.round_len()
     }
 
     /// Closes the current round (Eqs. 14-15), chooses the next super-arm (Eq. 16) and splits
@@ -454,6 +495,9 @@ impl MpConnection {
             usable = vec![true; self.tx.len()];
         }
         let arms = self.bandit.choose(&usable);
+        if self.round_log.len() < ROUND_LOG {
+            self.round_log.push(arms.clone());
+        }
         let models: Vec<PathDelay> = arms.iter().map(|&i| self.tx[i].delay_model(self.cfg.default_rtt)).collect();
         let w: usize = arms.iter().map(|&i| self.tx[i].cwnd.floor().max(1.0) as usize).sum();
         let shares = split(&models, w, normal_quantile(self.cfg.quantile));

@@ -50,6 +50,9 @@ pub struct PathTx {
     /// When a report last arrived, and when the window last halved (once per round trip).
     pub last_report: Option<Instant>,
     last_halving: Option<Instant>,
+    /// Slow start: +1 per acknowledged packet until the first loss or until the queue passes
+    /// half the delay target.
+    pub slow_start: bool,
     pub sent_total: u64,
     pub bytes_sent: u64,
     pub clones_sent: u64,
@@ -76,6 +79,7 @@ impl PathTx {
             loss: 0.0,
             last_report: None,
             last_halving: None,
+            slow_start: true,
             sent_total: 0,
             bytes_sent: 0,
             clones_sent: 0,
@@ -92,9 +96,9 @@ impl PathTx {
         self.sent.front().map(|s| s.1)
     }
 
-    /// Whether the window has room for one more packet.
-    pub fn has_room(&self) -> bool {
-        self.up && (self.in_flight() as f64) < self.cwnd.floor().max(1.0)
+    /// Whether the window has room for one more packet (up or not).
+    pub fn window_open(&self) -> bool {
+        (self.in_flight() as f64) < self.cwnd.floor().max(1.0)
     }
 
     /// Records a packet sent now; returns its sequence number.
@@ -114,20 +118,34 @@ impl PathTx {
     }
 
     /// `D_i`, `γ_i`, `u_i` for delay balancing (see `balance`), with defaults until measured:
-    /// half the smallest round trip, the mean and the variability of the service time.
+    /// half the smallest round trip plus the queueing delay, and the service time's level and
+    /// variability over the last 200 samples.
+    ///
+    /// A sample is the time between two reports' last arrivals per packet delivered. It is the
+    /// service time only while packets queue at the path; when the sender left the path idle
+    /// (a small share, a pause) the gap includes the idle time. So `γ_i` is the 20th
+    /// percentile of the samples (an idle-proof level, as BBR keeps the largest delivery rate
+    /// rather than the mean), and `u_i` (Eq. 9, covariances of neighbouring packets only:
+    /// `u²·w ≈ w·Var + 2·(w − 1)·cov₁`, so per √packet `u ≈ √(Var + 2·cov₁)`) uses the samples
+    /// within twice that level: longer gaps are idle time, not the path's variability.
     pub fn delay_model(&self, default_rtt: Duration) -> PathDelay {
         let base = self.min_rtt.unwrap_or(default_rtt).as_secs_f64() / 2.0 + self.queueing.as_secs_f64();
-        let n = self.gamma.len();
-        if n < 2 {
+        if self.gamma.len() < 8 {
             return PathDelay { base, gamma: 1e-4, u: 0.0 };
         }
-        let mean = self.gamma.iter().sum::<f64>() / n as f64;
-        let var = self.gamma.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-        // Eq. 9 with the covariances of neighbouring packets only (lag 1): for `w` packets,
-        // u²·w ≈ w·Var + 2·(w − 1)·cov₁, so per √packet u ≈ √(Var + 2·cov₁).
-        let cov1 = self.gamma.iter().zip(self.gamma.iter().skip(1)).map(|(a, b)| (a - mean) * (b - mean)).sum::<f64>()
-            / (n - 1) as f64;
-        PathDelay { base, gamma: mean.max(1e-7), u: (var + 2.0 * cov1).max(0.0).sqrt() }
+        let mut sorted: Vec<f64> = self.gamma.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        let level = sorted[sorted.len() / 5].max(1e-7);
+        let busy: Vec<f64> = self.gamma.iter().copied().filter(|&g| g <= 2.0 * level).collect();
+        let n = busy.len();
+        if n < 2 {
+            return PathDelay { base, gamma: level, u: 0.0 };
+        }
+        let mean = busy.iter().sum::<f64>() / n as f64;
+        let var = busy.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let cov1 =
+            busy.iter().zip(busy.iter().skip(1)).map(|(a, b)| (a - mean) * (b - mean)).sum::<f64>() / (n - 1) as f64;
+        PathDelay { base, gamma: level, u: (var + 2.0 * cov1).max(0.0).sqrt() }
     }
 
     /// A receiver's report on this path, arriving at `now`. Updates delays, service time and
@@ -143,6 +161,9 @@ impl PathTx {
             return (0, 0); // an older report, overtaken
         }
         self.last_received = Some(r.received);
+        // The window grows only while it limits the sender (RFC 7661): a path carrying a few
+        // acknowledgements must not earn a window it never used.
+        let window_limited = self.sent.len() as f64 >= self.cwnd / 2.0;
         if self.highest.is_none_or(|h| r.highest.wrapping_sub(h) < u32::MAX / 2) {
             self.highest = Some(r.highest);
         }
@@ -152,25 +173,26 @@ impl PathTx {
             self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
             self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
         }
-        // Queueing delay: one-way delay above its smallest (the clock offset cancels).
-        let first = *self.owd_first.get_or_insert(r.owd_raw_us);
-        let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
-        self.owd_base_rel = self.owd_base_rel.min(rel);
-        self.queueing = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
-        // Service time: arrivals between reports per packet delivered (back-to-back packets).
-        if let Some((prev_arrival, prev_rx)) = self.last_arrival
-            && newly > 0
-        {
-            let dt = f64::from(r.arrival_us.wrapping_sub(prev_arrival)) / 1e6;
-            let dn = f64::from(r.received.wrapping_sub(prev_rx));
-            if dn > 0.0 && dt > 0.0 && dt < 10.0 {
-                if self.gamma.len() == GAMMA_SAMPLES {
-                    self.gamma.pop_front();
+        // A report with nothing new (the answer to a probe) says nothing of delay or rate.
+        if newly > 0 {
+            // Queueing delay: one-way delay above its smallest (the clock offset cancels).
+            let first = *self.owd_first.get_or_insert(r.owd_raw_us);
+            let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
+            self.owd_base_rel = self.owd_base_rel.min(rel);
+            self.queueing = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
+            // Service time: arrivals between reports per packet delivered.
+            if let Some((prev_arrival, prev_rx)) = self.last_arrival {
+                let dt = f64::from(r.arrival_us.wrapping_sub(prev_arrival)) / 1e6;
+                let dn = f64::from(r.received.wrapping_sub(prev_rx));
+                if dn > 0.0 && dt > 0.0 && dt < 10.0 {
+                    if self.gamma.len() == GAMMA_SAMPLES {
+                        self.gamma.pop_front();
+                    }
+                    self.gamma.push_back(dt / dn);
                 }
-                self.gamma.push_back(dt / dn);
             }
+            self.last_arrival = Some((r.arrival_us, r.received));
         }
-        self.last_arrival = Some((r.arrival_us, r.received));
         // Everything up to the highest reported is out of flight (a path keeps its order);
         // of those, the ones the receiver did not count are lost.
         let highest = r.highest;
@@ -192,17 +214,26 @@ impl PathTx {
             self.loss += weight * (sample - self.loss);
         }
         // Algorithm 3: grow per acknowledged packet, halve on loss (once per round trip).
+        // Seed 001 gives no start-up; Cohort starts in slow start (+1 per acknowledged packet,
+        // as TCP and LEDBAT do) until the first loss or until the queue passes half of `τ`.
         let alpha = match growth {
             Growth::DelayTarget { tau } => {
                 let tau = tau.as_secs_f64().max(1e-6);
+                if self.queueing.as_secs_f64() > tau / 2.0 {
+                    self.slow_start = false;
+                }
                 ((tau - self.queueing.as_secs_f64()) / tau).clamp(-1.0, 1.0)
             }
             Growth::Reno => 1.0,
         };
         for _ in 0..newly {
-            self.cwnd = (self.cwnd + alpha / self.cwnd).max(2.0);
+            let step = if self.slow_start { 1.0 } else { alpha / self.cwnd };
+            if window_limited || step < 0.0 {
+                self.cwnd = (self.cwnd + step).max(2.0);
+            }
         }
         if newly_lost > 0 {
+            self.slow_start = false;
             let rtt = self.srtt.unwrap_or(Duration::from_millis(100));
             if self.last_halving.is_none_or(|t| now.saturating_duration_since(t) >= rtt) {
                 self.cwnd = (self.cwnd / 2.0).max(2.0);
@@ -212,19 +243,25 @@ impl PathTx {
         (newly, newly_lost)
     }
 
-    /// The path went silent: what is in flight is lost, the window starts again.
+    /// The path went silent: what is in flight is lost, the window starts again (in slow
+    /// start) and the service-time samples, which span the silence, are dropped.
     pub fn fail(&mut self, initial_cwnd: f64) {
         self.up = false;
         self.lost += self.sent.len() as u64;
         self.sent.clear();
         self.cwnd = initial_cwnd;
         self.last_halving = None;
+        self.slow_start = true;
+        self.gamma.clear();
+        self.last_arrival = None;
     }
 }
 
 /// The receiver's view of one path.
 #[derive(Debug, Clone, Default)]
 pub struct PathRx {
+    /// A probe asked for a report now.
+    pub probed: bool,
     pub received: u32,
     pub highest: Option<(u32, u32, Instant, u32)>,
     pub unacked: u32,
@@ -246,6 +283,7 @@ impl PathRx {
     /// The report to send now, on path `path`.
     pub fn report(&mut self, path: u8, now: Instant, now_us: u32) -> Option<PathAck> {
         let (h, sent_us, at, owd) = self.highest?;
+        self.probed = false;
         self.unacked = 0;
         self.first_unacked = None;
         Some(PathAck {

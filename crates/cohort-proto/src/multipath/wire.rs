@@ -4,6 +4,7 @@
 //! data:     0x01 | path (u8) | path seq (u32) | send time µs (u32) | LRT pn (u64) | LRT packet
 //! path ack: 0x02 | path (u8) | received (u32) | highest seq (u32) | its send time (u32)
 //!                | held µs (u32) | raw one-way delay µs (u32) | arrival µs (u32)
+//! probe:    0x03 | path (u8)                       (asks for a path acknowledgement now)
 //! ```
 //!
 //! Big-endian. Times are microseconds modulo 2³² of the sender's clock (send time) and of
@@ -17,9 +18,12 @@
 pub const DATA_HEADER: usize = 18;
 /// Bytes of a path acknowledgement.
 pub const PATH_ACK_LEN: usize = 26;
+/// Bytes of a probe.
+pub const PROBE_LEN: usize = 2;
 
 const DATA: u8 = 1;
 const PATH_ACK: u8 = 2;
+const PROBE: u8 = 3;
 
 /// A data header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +51,8 @@ pub struct PathAck {
 pub enum MpRepr<'a> {
     Data(DataHeader, &'a [u8]),
     PathAck(PathAck),
+    /// A request for path `.0`'s acknowledgement: is the path alive?
+    Probe(u8),
 }
 
 /// Why a datagram was refused.
@@ -83,7 +89,8 @@ impl<'a> MpRepr<'a> {
                 owd_raw_us: u32_at(b, 18),
                 arrival_us: u32_at(b, 22),
             })),
-            Some(&DATA) | Some(&PATH_ACK) | None => Err(MpWireError::Truncated(b.len())),
+            Some(&PROBE) if b.len() == PROBE_LEN => Ok(MpRepr::Probe(b[1])),
+            Some(&DATA) | Some(&PATH_ACK) | Some(&PROBE) | None => Err(MpWireError::Truncated(b.len())),
             Some(&t) => Err(MpWireError::Type(t)),
         }
     }
@@ -98,6 +105,12 @@ impl DataHeader {
         out[6..10].copy_from_slice(&self.sent_us.to_be_bytes());
         out[10..18].copy_from_slice(&self.pn.to_be_bytes());
     }
+}
+
+/// Writes a probe of `path` into `out[..PROBE_LEN]`.
+pub fn emit_probe(path: u8, out: &mut [u8]) {
+    out[0] = PROBE;
+    out[1] = path;
 }
 
 impl PathAck {
@@ -134,6 +147,10 @@ mod tests {
         assert_eq!(MpRepr::parse(&b[..10]), Err(MpWireError::Truncated(10)));
         assert_eq!(MpRepr::parse(&[]), Err(MpWireError::Truncated(0)));
         assert_eq!(MpRepr::parse(&[9, 0, 0]), Err(MpWireError::Type(9)));
+        let mut p = [0u8; PROBE_LEN];
+        emit_probe(4, &mut p);
+        assert_eq!(MpRepr::parse(&p), Ok(MpRepr::Probe(4)));
+        assert_eq!(MpRepr::parse(&[3, 4, 5]), Err(MpWireError::Truncated(3)));
         let mut d = [0u8; DATA_HEADER];
         h.emit(&mut d);
         assert_eq!(MpRepr::parse(&d), Err(MpWireError::Truncated(DATA_HEADER)), "a data header needs a packet");
