@@ -9,11 +9,12 @@
 //! Algorithm 2's initialisation (random super-arms for the first rounds) is that rule with
 //! ties broken by a seeded draw.
 //!
-//! **Reward.** Eq. 13 rewards an arm by how its share's delay `D_i + P_i(w_i)` compares with
-//! the round's `T(w)`. Cohort uses `R_i = (min_{j∈S} d_j / d_i)·(1 − p_i)` with `d_i` the
-//! path's measured delivery delay for its share (one-way delay plus `γ_i·w_i`) and `p_i` its
-//! measured loss: 1 for the fastest lossless path of the round, less for a slower or lossier
-//! one, always in [0, 1].
+//! **Reward.** Eq. 13 rewards an arm by the inverse of its delivery delay `D_i + P_i(w_i)`,
+//! normalised. Delay balancing equalises the delays of the shares it plans (Eq. 12), so the
+//! planned share's delay no longer tells paths apart; Cohort rewards the inverse delivery time
+//! of one packet, discounted by loss: `c_i = (1 − p_i)/(D_i + γ_i)` (useful packets per unit
+//! of delay; `D_i` without the queue the scheduler itself keeps on the path), normalised by the best `c_j` of every path measured, so `R_i ∈ [0, 1]` is 1 for
+//! the best path and comparable across rounds whatever the super-arm.
 //!
 //! **Federated start.** Robots share `(u_i, v_i)` per path (an access point, a channel, a
 //! link: the path's `key`). A robot meeting a path others used starts from the weighted means
@@ -131,15 +132,15 @@ impl MsUcb {
     }
 }
 
-/// The reward of each arm of a round (see the module docs): `delays[k]` the measured delivery
-/// delay of arm `k`'s share, `losses[k]` its loss rate.
-pub fn rewards(delays: &[f64], losses: &[f64]) -> Vec<f64> {
-    let best = delays.iter().copied().filter(|d| *d > 0.0).fold(f64::INFINITY, f64::min);
-    delays
-        .iter()
-        .zip(losses)
-        .map(|(&d, &p)| if d > 0.0 && best.is_finite() { (best / d) * (1.0 - p.clamp(0.0, 1.0)) } else { 0.0 })
-        .collect()
+/// `c_i = (1 − p_i)/(D_i + γ_i)`: a path's useful packets per unit of delivery delay.
+pub fn merit(delay_s: f64, loss: f64) -> f64 {
+    if delay_s > 0.0 { (1.0 - loss.clamp(0.0, 1.0)) / delay_s } else { 0.0 }
+}
+
+/// The rewards `R_i = c_i / best` of a round's arms (see the module docs), `best` the largest
+/// merit of every path measured.
+pub fn rewards(merits: &[f64], best: f64) -> Vec<f64> {
+    merits.iter().map(|&c| if best > 0.0 { (c / best).clamp(0.0, 1.0) } else { 0.0 }).collect()
 }
 
 #[cfg(test)]
@@ -194,8 +195,9 @@ mod tests {
 
     #[test]
     fn rewards_favour_the_fast_lossless_path() {
-        let r = rewards(&[0.010, 0.020, 0.010], &[0.0, 0.0, 0.5]);
-        assert_eq!(r, vec![1.0, 0.5, 0.5]);
-        assert_eq!(rewards(&[0.0], &[0.0]), vec![0.0]);
+        let m: Vec<f64> = [(0.010, 0.0), (0.020, 0.0), (0.010, 0.5)].iter().map(|&(d, p)| merit(d, p)).collect();
+        assert_eq!(rewards(&m, m[0]), vec![1.0, 0.5, 0.5]);
+        assert_eq!(rewards(&[0.0], 0.0), vec![0.0]);
+        assert_eq!(merit(0.0, 0.0), 0.0);
     }
 }

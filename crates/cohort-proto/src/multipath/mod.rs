@@ -22,8 +22,8 @@
 //!   would arrive first.
 //! * **Cloning** (§4.2): a flow's first `short_flow_bytes` go on every path of `S` (full
 //!   cloning: a short flow finishes as fast as the best path); after that each packet is
-//!   duplicated on another path with probability `c_p = min{k, p_e/(1 − p_e)}`. With coding a
-//!   clone of a source symbol is as good as a repair on the other path.
+//!   duplicated on another path with probability `c_p = min{k, p_e/(1 − p_e)}` less LRT's own
+//!   repair rate `r`: LRT's repairs, which any path may carry, already are coded clones.
 //! * **Failure and return**: a path with packets in flight and no report for half of
 //!   `max(fail_after, 4·srtt)` is probed (a 2-byte request the receiver answers with the
 //!   path's report, so a lost report is not a failure); silent for the whole of it, the path
@@ -140,7 +140,6 @@ pub struct MpStats {
 struct Round {
     arms: Vec<usize>,
     quota: Vec<usize>,
-    planned: Vec<usize>,
     started: Instant,
 }
 
@@ -155,6 +154,9 @@ pub struct MpConnection {
     tx: Vec<PathTx>,
     rx: Vec<PathRx>,
     failures: Vec<u64>,
+    /// Whether LRT was told of the packets in flight on a path that fell silent (once per
+    /// silence).
+    signaled: Vec<bool>,
     last_probe: Vec<Option<Instant>>,
     bandit: MsUcb,
     round: Option<Round>,
@@ -188,6 +190,7 @@ impl MpConnection {
             tx: (0..n).map(|_| PathTx::new(cfg.initial_cwnd)).collect(),
             rx: vec![PathRx::default(); n],
             failures: vec![0; n],
+            signaled: vec![false; n],
             last_probe: vec![None; n],
             bandit: MsUcb::new(n, m, cfg.seed),
             round: None,
@@ -282,6 +285,7 @@ impl MpConnection {
                 let p = usize::from(a.path);
                 let was_up = self.tx[p].up;
                 self.tx[p].on_report(now, &a, growth);
+                self.signaled[p] = false;
                 if !was_up {
                     tracing::debug!(path = p, "multipath: path is back");
                 }
@@ -290,10 +294,16 @@ impl MpConnection {
         }
     }
 
-    /// Advances timers: the connection's, and path failures.
+    /// Advances timers: the connection's, and path failures. A path that turns suspect has its
+    /// packets in flight reported to LRT as lost, so repairs for them go out at once on the
+    /// other paths instead of after LRT's own acknowledgements show the gap.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.conn.handle_timeout(now);
         for i in 0..self.tx.len() {
+            if !self.signaled[i] && self.suspect(i, now) {
+                self.signaled[i] = true;
+                self.conn.repair_soon(self.tx[i].in_flight() as u32);
+            }
             if let Some(deadline) = self.fail_deadline(i)
                 && now >= deadline
             {
@@ -315,6 +325,25 @@ impl MpConnection {
         let allowed = self.cfg.fail_after.max(p.srtt.map_or(Duration::ZERO, |s| s * 4));
         let since = [p.last_report, p.oldest_in_flight()].into_iter().flatten().max()?;
         Some((since, allowed))
+    }
+
+    /// Whether path `i` is overdue: its oldest packet in flight should have been reported by
+    /// now (a retransmission timeout of the path: `srtt + max(4·rttvar, 2·ack_delay + 2 ms)`
+    /// after it left, as RFC 6298 computes one), and no report came for as long. Maybe
+    /// failing: the scheduler stops waiting for it and LRT repairs its packets in flight;
+    /// only the failure detector declares it down.
+    fn suspect(&self, i: usize, now: Instant) -> bool {
+        self.suspect_at(i).is_some_and(|t| now > t)
+    }
+
+    /// When path `i` turns suspect if it stays silent.
+    fn suspect_at(&self, i: usize) -> Option<Instant> {
+        let p = &self.tx[i];
+        let (since, _) = self.silence(i)?;
+        let slack = (p.rttvar * 4).max(self.cfg.ack_delay * 2 + Duration::from_millis(2));
+        let rto = p.srtt.unwrap_or(self.cfg.default_rtt) + slack;
+        let report_gap = self.cfg.ack_delay * 2 + Duration::from_millis(2);
+        Some((p.oldest_in_flight()? + rto).max(p.last_report.map_or(since, |r| r + report_gap)))
     }
 
     /// When path `i` counts as down if nothing arrives from it.
@@ -339,7 +368,8 @@ impl MpConnection {
             _ => t,
         });
         let round = self.blocked.and(self.round.as_ref()).map(|r| r.started + self.round_len());
-        conn.into_iter().chain(acks).chain(fails).chain(probes).chain(round).min()
+        let suspects = (0..self.tx.len()).filter(|&i| !self.signaled[i]).filter_map(|i| self.suspect_at(i));
+        conn.into_iter().chain(acks).chain(fails).chain(probes).chain(round).chain(suspects).min()
     }
 
     /// When path `i` is probed next: a down path every `probe_interval`; an up path silent for
@@ -387,9 +417,15 @@ impl MpConnection {
             if bytes.len() > buf.len() {
                 return None;
             }
+            // A clone is a new datagram of its path: its own sequence number and send time.
             let seq = self.tx[p].on_send(now, bytes.len(), true);
-            bytes[2..6].copy_from_slice(&seq.to_be_bytes());
-            bytes[1] = p as u8;
+            let h = DataHeader {
+                path: p as u8,
+                seq,
+                sent_us: now_us,
+                pn: u64::from_be_bytes(bytes[10..18].try_into().ok()?),
+            };
+            h.emit(&mut bytes);
             buf[..bytes.len()].copy_from_slice(&bytes);
             return Some((p, bytes.len()));
         }
@@ -452,9 +488,13 @@ impl MpConnection {
                     if best.is_some() {
                         return best;
                     }
-                    // Quota left only on full paths: wait for their acknowledgements.
+                    // Quota left only on full paths: wait for their acknowledgements, unless
+                    // every such path is suspect (silent past twice its round trip: a failure
+                    // not yet confirmed), in which case the round ends and the next one leaves
+                    // them out.
                     let all_down = self.tx.iter().all(|p| !p.up);
-                    if r.arms.iter().any(|&i| r.quota[i] > 0 && (self.tx[i].up || all_down)) {
+                    let waiting = |i: usize| r.quota[i] > 0 && (self.tx[i].up || all_down) && !self.suspect(i, now);
+                    if r.arms.iter().any(|&i| waiting(i)) {
                         return None;
                     }
                     self.round = None;
@@ -479,18 +519,19 @@ impl MpConnection {
     /// its window (Eq. 11).
     fn next_round(&mut self, now: Instant) {
         if let Some(r) = self.round.take() {
-            let delays: Vec<f64> = r
-                .arms
-                .iter()
-                .map(|&i| {
-                    let m = self.tx[i].delay_model(self.cfg.default_rtt);
-                    m.base + m.gamma * r.planned[i].max(1) as f64
-                })
-                .collect();
-            let losses: Vec<f64> = r.arms.iter().map(|&i| self.tx[i].loss).collect();
-            self.bandit.update(&r.arms, &bandit::rewards(&delays, &losses));
+            // The path's own delay, without the queue the scheduler itself keeps on it.
+            let merit = |p: &PathTx| {
+                let m = p.delay_model(self.cfg.default_rtt);
+                bandit::merit(m.base - p.queueing.as_secs_f64() + m.gamma, p.loss)
+            };
+            let best = self.tx.iter().filter(|p| p.srtt.is_some()).map(merit).fold(0.0, f64::max);
+            let merits: Vec<f64> = r.arms.iter().map(|&i| merit(&self.tx[i])).collect();
+            self.bandit.update(&r.arms, &bandit::rewards(&merits, best));
         }
-        let mut usable: Vec<bool> = self.tx.iter().map(|p| p.up).collect();
+        let mut usable: Vec<bool> = (0..self.tx.len()).map(|i| self.tx[i].up && !self.suspect(i, now)).collect();
+        if !usable.iter().any(|u| *u) {
+            usable = self.tx.iter().map(|p| p.up).collect();
+        }
         if !usable.iter().any(|u| *u) {
             usable = vec![true; self.tx.len()];
         }
@@ -505,7 +546,7 @@ impl MpConnection {
         for (&i, &s) in arms.iter().zip(&shares) {
             quota[i] = s;
         }
-        self.round = Some(Round { arms, planned: quota.clone(), quota, started: now });
+        self.round = Some(Round { arms, quota, started: now });
     }
 
     /// Queues clones of the packet just sent on `pick` (§4.2).
@@ -520,7 +561,11 @@ impl MpConnection {
                 to.extend(&others);
             } else if self.cfg.cloning && !others.is_empty() {
                 let pe = others.iter().chain([&pick]).map(|&i| self.tx[i].loss).fold(0.0, f64::max);
-                self.clone_credit += clone_probability(self.cfg.clone_k, pe);
+                // LRT already sends `r` repairs per source symbol, spread over every path: with
+                // coding those are the partial clones, and a duplicate is added only where
+                // §4.2's probability asks for more than that.
+                let r = self.conn.stats().redundancy;
+                self.clone_credit += (clone_probability(self.cfg.clone_k, pe) - r).max(0.0);
                 if self.clone_credit >= 1.0 {
                     self.clone_credit -= 1.0;
                     // The other path least likely to lose it.

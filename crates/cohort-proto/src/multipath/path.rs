@@ -37,11 +37,16 @@ pub struct PathTx {
     /// Highest sequence the receiver reported.
     highest: Option<u32>,
     pub srtt: Option<Duration>,
+    /// Round-trip variation (RFC 6298's `RTTVAR`).
+    pub rttvar: Duration,
     pub min_rtt: Option<Duration>,
     /// One-way delay samples relative to the first (offset-free differences), µs.
     owd_first: Option<u32>,
     owd_base_rel: i64,
     pub queueing: Duration,
+    /// The largest queueing delay seen lately (decays by 1% a report): how deep the path's
+    /// buffer is, as far as the sender can tell.
+    queueing_peak: Duration,
     /// Service time per packet, seconds (`γ` samples), and the last report it came from.
     gamma: VecDeque<f64>,
     last_arrival: Option<(u32, u32)>,
@@ -70,10 +75,12 @@ impl PathTx {
             last_received: None,
             highest: None,
             srtt: None,
+            rttvar: Duration::ZERO,
             min_rtt: None,
             owd_first: None,
             owd_base_rel: i64::MAX,
             queueing: Duration::ZERO,
+            queueing_peak: Duration::ZERO,
             gamma: VecDeque::new(),
             last_arrival: None,
             loss: 0.0,
@@ -123,9 +130,10 @@ impl PathTx {
     ///
     /// A sample is the time between two reports' last arrivals per packet delivered. It is the
     /// service time only while packets queue at the path; when the sender left the path idle
-    /// (a small share, a pause) the gap includes the idle time. So `γ_i` is the 20th
-    /// percentile of the samples (an idle-proof level, as BBR keeps the largest delivery rate
-    /// rather than the mean), and `u_i` (Eq. 9, covariances of neighbouring packets only:
+    /// (a small share, a pause) the gap includes the idle time, and a path the scheduler uses
+    /// little would look slow and be used less still. Packets cannot arrive closer than the
+    /// path serves them, so `γ_i` is the smallest sample (as BBR keeps the largest delivery
+    /// rate rather than the mean), and `u_i` (Eq. 9, covariances of neighbouring packets only:
     /// `u²·w ≈ w·Var + 2·(w − 1)·cov₁`, so per √packet `u ≈ √(Var + 2·cov₁)`) uses the samples
     /// within twice that level: longer gaps are idle time, not the path's variability.
     pub fn delay_model(&self, default_rtt: Duration) -> PathDelay {
@@ -135,7 +143,7 @@ impl PathTx {
         }
         let mut sorted: Vec<f64> = self.gamma.iter().copied().collect();
         sorted.sort_by(f64::total_cmp);
-        let level = sorted[sorted.len() / 5].max(1e-7);
+        let level = sorted[0].max(1e-7);
         let busy: Vec<f64> = self.gamma.iter().copied().filter(|&g| g <= 2.0 * level).collect();
         let n = busy.len();
         if n < 2 {
@@ -171,6 +179,11 @@ impl PathTx {
         if let Some(&(_, at)) = self.sent.iter().find(|(s, _)| *s == r.highest) {
             let rtt = now.saturating_duration_since(at).saturating_sub(Duration::from_micros(u64::from(r.held_us)));
             self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+            // RFC 6298 §2: RTTVAR ← ¾·RTTVAR + ¼·|SRTT − R|, SRTT ← ⅞·SRTT + ⅛·R.
+            self.rttvar = match self.srtt {
+                Some(s) => (self.rttvar * 3 + s.abs_diff(rtt)) / 4,
+                None => rtt / 2,
+            };
             self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
         }
         // A report with nothing new (the answer to a probe) says nothing of delay or rate.
@@ -180,6 +193,7 @@ impl PathTx {
             let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
             self.owd_base_rel = self.owd_base_rel.min(rel);
             self.queueing = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
+            self.queueing_peak = self.queueing.max(self.queueing_peak.mul_f64(0.99));
             // Service time: arrivals between reports per packet delivered.
             if let Some((prev_arrival, prev_rx)) = self.last_arrival {
                 let dt = f64::from(r.arrival_us.wrapping_sub(prev_arrival)) / 1e6;
@@ -232,7 +246,18 @@ impl PathTx {
                 self.cwnd = (self.cwnd + step).max(2.0);
             }
         }
-        if newly_lost > 0 {
+        // Loss: Algorithm 3 halves the window. On a radio most losses are channel errors that
+        // coding repairs, and halving for each would starve a lossy path (a 10% loss rate
+        // halves it every round trip). LD-MPSP keeps the queue near τ, below a buffer that
+        // overflows, so Cohort halves its window only for a loss that comes with a queue at
+        // the target or past ¾ of the deepest queue seen lately (a buffer shallower than τ),
+        // and never below τ/2: a few packets' burst is not congestion. Once per round trip.
+        // Reno windows (the baselines) halve on every loss event, as MPTCP's subflows do.
+        let congested = match growth {
+            Growth::DelayTarget { tau } => self.queueing >= tau.min(self.queueing_peak.mul_f64(0.75)).max(tau / 2),
+            Growth::Reno => true,
+        };
+        if newly_lost > 0 && congested {
             self.slow_start = false;
             let rtt = self.srtt.unwrap_or(Duration::from_millis(100));
             if self.last_halving.is_none_or(|t| now.saturating_duration_since(t) >= rtt) {
