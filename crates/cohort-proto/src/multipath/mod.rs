@@ -280,7 +280,11 @@ impl MpConnection {
                 self.rx[path].on_data(now, micros(now), h.seq, h.sent_us);
                 self.conn.handle_packet(now, h.pn, pkt);
             }
-            Ok(MpRepr::Probe(p)) if usize::from(p) < self.rx.len() => self.rx[usize::from(p)].probed = true,
+            Ok(MpRepr::Probe(p, mark)) if usize::from(p) < self.rx.len() => {
+                let rx = &mut self.rx[usize::from(p)];
+                rx.probed = true;
+                rx.probe_mark = Some(mark);
+            }
             Ok(MpRepr::PathAck(a)) if usize::from(a.path) < self.tx.len() => {
                 let p = usize::from(a.path);
                 let was_up = self.tx[p].up;
@@ -391,7 +395,7 @@ impl MpConnection {
             && let Some(i) = (0..self.tx.len()).find(|&i| self.probe_due(i).is_some_and(|t| now >= t))
         {
             self.last_probe[i] = Some(now);
-            wire::emit_probe(i as u8, buf);
+            wire::emit_probe(i as u8, self.tx[i].next_seq, buf);
             return Some((i, PROBE_LEN));
         }
         // 1. Path reports, on the path they describe (at once when probed).

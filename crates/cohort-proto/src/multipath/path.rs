@@ -208,17 +208,23 @@ impl PathTx {
             self.last_arrival = Some((r.arrival_us, r.received));
         }
         // Everything up to the highest reported is out of flight (a path keeps its order);
-        // of those, the ones the receiver did not count are lost.
+        // of those, the ones the receiver did not count are lost. So is everything sent
+        // before a probe this report answers (below its mark): the probe overtook nothing.
         let highest = r.highest;
+        let before = |s: u32, bound: u32| bound.wrapping_sub(s).wrapping_sub(1) < u32::MAX / 2;
         let mut out = 0u64;
+        let mut out_by_mark = 0u64;
         while let Some(&(s, _)) = self.sent.front() {
-            if highest.wrapping_sub(s) > u32::MAX / 2 {
+            if s == highest || before(s, highest) {
+                out += 1;
+            } else if r.probe_mark != super::wire::NO_MARK && before(s, r.probe_mark) {
+                out_by_mark += 1;
+            } else {
                 break;
             }
             self.sent.pop_front();
-            out += 1;
         }
-        let newly_lost = out.saturating_sub(newly);
+        let newly_lost = out.saturating_sub(newly) + out_by_mark;
         self.delivered += newly;
         self.lost += newly_lost;
         let total = (newly + newly_lost) as f64;
@@ -285,8 +291,9 @@ impl PathTx {
 /// The receiver's view of one path.
 #[derive(Debug, Clone, Default)]
 pub struct PathRx {
-    /// A probe asked for a report now.
+    /// A probe asked for a report now; the latest probe's mark.
     pub probed: bool,
+    pub probe_mark: Option<u32>,
     pub received: u32,
     pub highest: Option<(u32, u32, Instant, u32)>,
     pub unacked: u32,
@@ -319,6 +326,7 @@ impl PathRx {
             held_us: now.saturating_duration_since(at).as_micros().min(u128::from(u32::MAX)) as u32,
             owd_raw_us: owd,
             arrival_us: now_us.wrapping_sub(now.saturating_duration_since(at).as_micros() as u32),
+            probe_mark: self.probe_mark.unwrap_or(super::wire::NO_MARK),
         })
     }
 }

@@ -16,8 +16,17 @@ fn garbage_is_counted_not_parsed() {
     c.handle_datagram(Instant::ZERO, 9, &[1; 40]);
     c.handle_datagram(Instant::ZERO, 0, &[2; 10]);
     let mut ack = [0u8; wire::PATH_ACK_LEN];
-    wire::PathAck { path: 5, received: 1, highest: 0, highest_sent_us: 0, held_us: 0, owd_raw_us: 0, arrival_us: 0 }
-        .emit(&mut ack);
+    wire::PathAck {
+        path: 5,
+        received: 1,
+        highest: 0,
+        highest_sent_us: 0,
+        held_us: 0,
+        owd_raw_us: 0,
+        arrival_us: 0,
+        probe_mark: 0,
+    }
+    .emit(&mut ack);
     c.handle_datagram(Instant::ZERO, 0, &ack);
     assert_eq!(c.stats().malformed, 5, "short, unknown type, unknown path (data and report)");
 }

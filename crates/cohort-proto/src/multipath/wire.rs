@@ -4,7 +4,8 @@
 //! data:     0x01 | path (u8) | path seq (u32) | send time µs (u32) | LRT pn (u64) | LRT packet
 //! path ack: 0x02 | path (u8) | received (u32) | highest seq (u32) | its send time (u32)
 //!                | held µs (u32) | raw one-way delay µs (u32) | arrival µs (u32)
-//! probe:    0x03 | path (u8)                       (asks for a path acknowledgement now)
+//!                | probe mark (u32)
+//! probe:    0x03 | path (u8) | mark (u32)          (asks for a path acknowledgement now)
 //! ```
 //!
 //! Big-endian. Times are microseconds modulo 2³² of the sender's clock (send time) and of
@@ -12,14 +13,17 @@
 //! offset, which cancels in the queueing delay `q` (LD-MPSP needs the timestamp, seed 001 §5).
 //! `received` counts every data datagram the receiver took on the path, modulo 2³²; `held`
 //! is how long the receiver held the highest packet before acknowledging it (so the sender can
-//! take it out of the round trip).
+//! take it out of the round trip). A probe's `mark` is the path sequence number of the next
+//! data datagram at the time it left; the acknowledgement echoes the mark of the latest probe
+//! it answers (`u32::MAX`: none). A path keeps its order, so every datagram below the mark
+//! and above the highest received is lost.
 
 /// Bytes in front of each LRT packet.
 pub const DATA_HEADER: usize = 18;
 /// Bytes of a path acknowledgement.
-pub const PATH_ACK_LEN: usize = 26;
+pub const PATH_ACK_LEN: usize = 30;
 /// Bytes of a probe.
-pub const PROBE_LEN: usize = 2;
+pub const PROBE_LEN: usize = 6;
 
 const DATA: u8 = 1;
 const PATH_ACK: u8 = 2;
@@ -44,15 +48,20 @@ pub struct PathAck {
     pub held_us: u32,
     pub owd_raw_us: u32,
     pub arrival_us: u32,
+    /// The mark of the probe this report answers, `NO_MARK` if none.
+    pub probe_mark: u32,
 }
+
+/// A report that answers no probe.
+pub const NO_MARK: u32 = u32::MAX;
 
 /// A parsed multipath datagram.
 #[derive(Debug, PartialEq, Eq)]
 pub enum MpRepr<'a> {
     Data(DataHeader, &'a [u8]),
     PathAck(PathAck),
-    /// A request for path `.0`'s acknowledgement: is the path alive?
-    Probe(u8),
+    /// A request for path `.0`'s acknowledgement with mark `.1`: is the path alive?
+    Probe(u8, u32),
 }
 
 /// Why a datagram was refused.
@@ -88,8 +97,9 @@ impl<'a> MpRepr<'a> {
                 held_us: u32_at(b, 14),
                 owd_raw_us: u32_at(b, 18),
                 arrival_us: u32_at(b, 22),
+                probe_mark: u32_at(b, 26),
             })),
-            Some(&PROBE) if b.len() == PROBE_LEN => Ok(MpRepr::Probe(b[1])),
+            Some(&PROBE) if b.len() == PROBE_LEN => Ok(MpRepr::Probe(b[1], u32_at(b, 2))),
             Some(&DATA) | Some(&PATH_ACK) | Some(&PROBE) | None => Err(MpWireError::Truncated(b.len())),
             Some(&t) => Err(MpWireError::Type(t)),
         }
@@ -107,10 +117,11 @@ impl DataHeader {
     }
 }
 
-/// Writes a probe of `path` into `out[..PROBE_LEN]`.
-pub fn emit_probe(path: u8, out: &mut [u8]) {
+/// Writes a probe of `path` with `mark` into `out[..PROBE_LEN]`.
+pub fn emit_probe(path: u8, mark: u32, out: &mut [u8]) {
     out[0] = PROBE;
     out[1] = path;
+    out[2..6].copy_from_slice(&mark.to_be_bytes());
 }
 
 impl PathAck {
@@ -118,10 +129,17 @@ impl PathAck {
     pub fn emit(&self, out: &mut [u8]) {
         out[0] = PATH_ACK;
         out[1] = self.path;
-        for (i, v) in
-            [self.received, self.highest, self.highest_sent_us, self.held_us, self.owd_raw_us, self.arrival_us]
-                .iter()
-                .enumerate()
+        for (i, v) in [
+            self.received,
+            self.highest,
+            self.highest_sent_us,
+            self.held_us,
+            self.owd_raw_us,
+            self.arrival_us,
+            self.probe_mark,
+        ]
+        .iter()
+        .enumerate()
         {
             out[2 + 4 * i..6 + 4 * i].copy_from_slice(&v.to_be_bytes());
         }
@@ -139,8 +157,16 @@ mod tests {
         h.emit(&mut b);
         b[DATA_HEADER..].copy_from_slice(b"hello");
         assert_eq!(MpRepr::parse(&b), Ok(MpRepr::Data(h, b"hello")));
-        let a =
-            PathAck { path: 1, received: 2, highest: 3, highest_sent_us: 4, held_us: 5, owd_raw_us: 6, arrival_us: 7 };
+        let a = PathAck {
+            path: 1,
+            received: 2,
+            highest: 3,
+            highest_sent_us: 4,
+            held_us: 5,
+            owd_raw_us: 6,
+            arrival_us: 7,
+            probe_mark: 8,
+        };
         let mut b = [0u8; PATH_ACK_LEN];
         a.emit(&mut b);
         assert_eq!(MpRepr::parse(&b), Ok(MpRepr::PathAck(a)));
@@ -148,8 +174,8 @@ mod tests {
         assert_eq!(MpRepr::parse(&[]), Err(MpWireError::Truncated(0)));
         assert_eq!(MpRepr::parse(&[9, 0, 0]), Err(MpWireError::Type(9)));
         let mut p = [0u8; PROBE_LEN];
-        emit_probe(4, &mut p);
-        assert_eq!(MpRepr::parse(&p), Ok(MpRepr::Probe(4)));
+        emit_probe(4, 77, &mut p);
+        assert_eq!(MpRepr::parse(&p), Ok(MpRepr::Probe(4, 77)));
         assert_eq!(MpRepr::parse(&[3, 4, 5]), Err(MpWireError::Truncated(3)));
         let mut d = [0u8; DATA_HEADER];
         h.emit(&mut d);

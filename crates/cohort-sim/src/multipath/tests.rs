@@ -110,3 +110,14 @@ fn seeded_sweep_delivers_everything_in_order() {
         assert!(o.in_order, "seed {seed}");
     }
 }
+
+/// One path, out for a moment right after the start: the connection recovers.
+#[test]
+fn a_single_path_recovers_from_an_early_outage() {
+    let mut p = link(20.0, 10, 0.0);
+    p.outages.push((ms(40), ms(67)));
+    let mut r = MpRun::new(MpConfig::default(), vec![p], 417, 1200, 1);
+    r.limit = Duration::from_secs(30);
+    let o = run(&r).unwrap();
+    assert_eq!(o.delivered, 417, "{:?}", o.sender);
+}
