@@ -58,6 +58,14 @@ class FakeCgroup2(system.KernelFiles):
             self.write(str(self.root / "cgroup.subtree_control"), f"+{tok}")
         self._real = system.KERNEL
 
+    @classmethod
+    def attach(cls, root: Path) -> FakeCgroup2:
+        """The fake tree already at ``root`` (made by another process), unchanged."""
+        fake = cls.__new__(cls)
+        fake.root = Path(root)
+        fake._real = system.KERNEL
+        return fake
+
     # ---- installation ------------------------------------------------------------------
     def install(self) -> FakeCgroup2:
         self._real = system.KERNEL
@@ -66,6 +74,12 @@ class FakeCgroup2(system.KernelFiles):
 
     def uninstall(self) -> None:
         system.KERNEL = self._real
+
+    def detect(self, want: str | int = "auto") -> object:
+        """:func:`cohort.tune.cgroups.detect` as it sees this tree (for patching the runner's)."""
+        from cohort.tune.cgroups import detect
+
+        return detect(want, self.mounts_text(), "0::/\n")
 
     def mounts_text(self) -> str:
         """A /proc/self/mounts with only this tree, for :func:`cohort.tune.cgroups.detect`."""

@@ -449,13 +449,17 @@ def kill_group(pid: int, start: int | None, timeout_s: float = 3.0) -> bool:
     return True
 
 
-def restore(journal: Journal, echo: Callable[[str], None] = print, force: bool = False) -> list[str]:
+def restore(
+    journal: Journal, echo: Callable[[str], None] = print, force: bool = False, only_session: str | None = None
+) -> list[str]:
     """Undo a journaled session. Returns the problems met.
 
     Without problems the journal is removed. With problems it is rewritten to hold only what is
     still to undo plus a ``restore-failed`` entry (so a retry redoes nothing twice and
     :meth:`Journal.begin` can say why it refuses); with ``force`` it is then set aside instead,
-    so new sessions can start, and each problem is reported with the prior value to put back."""
+    so new sessions can start, and each problem is reported with the prior value to put back.
+    ``only_session``: do nothing unless the journal (read once the locks are held) is that
+    session's (the watchdog of a kept profile must never undo a later session)."""
     entries = journal.entries()
     problems: list[str] = []
     held: list[Lock] = []
@@ -467,6 +471,11 @@ def restore(journal: Journal, echo: Callable[[str], None] = print, force: bool =
                     lock = Lock(name)
                     lock.acquire(f"restoring {journal.dir}")  # refuses while the session still runs
                     held.append(lock)
+        if only_session is not None:
+            entries = journal.entries()
+            session = next((e for e in entries if e.get("op") == "session"), {})
+            if session.get("id") != only_session:
+                return []
         left = _undo(entries, problems, echo)
         if not problems:
             journal.clear()
