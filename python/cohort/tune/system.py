@@ -37,7 +37,8 @@ names nothing the session started: start ticks count from boot, so a determinist
 give an unrelated process the same pair. Restore then never kills, moves or re-schedules
 anything, and writes back only knobs on file systems that survive a reboot; cgroupfs, sysfs,
 procfs and tmpfs are rebuilt at boot, so for the tuner's own knobs (all on those) there is
-nothing to undo and the journal is removed.
+nothing to undo and the journal is removed. A journal without a boot id (written by a tuner
+from before it recorded one) gets its knobs written back, but no process is touched.
 
 **A restore that fails** keeps, in the journal, what it could not undo (and why), so ``restore``
 can be retried once the cause is fixed. ``restore --force`` undoes what it can and then sets
