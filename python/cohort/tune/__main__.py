@@ -129,22 +129,24 @@ def needs_root(args: argparse.Namespace) -> bool:
     return args.cmd in ("restore", "record-grid", "watchdog")
 
 
+def _workload(args: argparse.Namespace) -> int:
+    # one BLAS thread per worker unless the caller decided (see workloads.detect)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if args.name == "nav":
+        from cohort.tune.workloads import nav
+
+        return nav.main(args.args)
+    if args.name == "recorder":
+        from cohort.tune.workloads import recorder
+
+        return recorder.main(args.args)
+    from cohort.tune.workloads import detect
+
+    return detect.main(args.args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.cmd == "workload":
-        # one BLAS thread per worker unless the caller decided (see workloads.detect)
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        if args.name == "nav":
-            from cohort.tune.workloads import nav
-
-            return nav.main(args.args)
-        if args.name == "recorder":
-            from cohort.tune.workloads import recorder
-
-            return recorder.main(args.args)
-        from cohort.tune.workloads import detect
-
-        return detect.main(args.args)
     if needs_root(args) and os.geteuid() != 0:
         print(
             f"cohort tune {args.cmd}: needs root (it writes cgroup and sysfs files and sets real-time policies); "
@@ -153,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     try:
+        if args.cmd == "workload":
+            return _workload(args)
         from cohort.tune import cli
 
         return cli.dispatch(args)
@@ -176,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cohort tune {args.cmd}: permission denied: {e.filename or e} (run it as root)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("cohort tune: interrupted (configuration rolled back)", file=sys.stderr)
+        rolled = " (configuration rolled back)" if args.cmd in ("run", "apply", "record-grid", "bench") else ""
+        print(f"cohort tune: interrupted{rolled}", file=sys.stderr)
         return 130
 
 
