@@ -492,7 +492,7 @@ def parse(data: dict[str, Any], path: Path | None = None) -> Spec:
     root_shares = data.get("cgroup_root_cpu_shares")
     if root_shares is not None and (not _is_int(root_shares) or not 2 <= root_shares <= 262144):
         raise SpecError("spec.cgroup_root_cpu_shares", f"must be an integer in [2, 262144], got {root_shares!r}")
-    name = data.get("name", path.stem if path else "study")
+    name = data.get("name", re.sub(r"[\s/\x00-\x1f\x7f]+", "-", path.stem) or "study" if path else "study")
     if not isinstance(name, str) or not _LABEL.fullmatch(name):
         raise SpecError("spec.name", f"must be a non-empty string without spaces or slashes, got {name!r}")
     env = _req(data, "environment", "spec", str)
