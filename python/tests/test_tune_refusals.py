@@ -162,3 +162,13 @@ def test_watchdog_leaves_a_journal_of_another_session_alone(tmp_path: Path) -> N
     (tmp_path / "x").mkdir()
     assert watchdog(tmp_path, "kept-session", [(1 << 22, 1)], 0.01) == 0
     assert j.exists() and (tmp_path / "x").is_dir()
+
+
+def test_bad_profile_names_and_files_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "profiles").mkdir(parents=True)
+    (tmp_path / "profiles" / "broken.json").write_text("{")
+    for name, says in (("../x", "plain file name"), ("broken", "not valid JSON")):
+        args = ["apply", "--profile", name, "--state-dir", str(tmp_path), "--dry-run"]
+        r = subprocess.run([sys.executable, "-m", "cohort.tune", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1
+        assert says in _one_line(r.stderr)

@@ -36,7 +36,7 @@ import optuna
 
 from cohort.tune.errors import StateError, TuneError
 from cohort.tune.spec import Spec, load
-from cohort.tune.system import Journal, proc_start_time, restore
+from cohort.tune.system import Journal, fsync_dir, proc_start_time, restore
 
 RT_RUNTIME_PATH = "/proc/sys/kernel/sched_rt_runtime_us"
 
@@ -110,6 +110,11 @@ def profile_dir(state_dir: str | Path) -> Path:
     return Path(state_dir) / "profiles"
 
 
+def _check_name(name: str) -> None:
+    if not name or "/" in name or "\x00" in name or name in (".", ".."):
+        raise TuneError(f"profile name {name!r}: must be a plain file name (no '/')")
+
+
 def save_profile(
     state_dir: str | Path, name: str, spec: Spec, best: optuna.trial.FrozenTrial, study: optuna.Study
 ) -> Path:
@@ -126,19 +131,35 @@ def save_profile(
         "stats": best.user_attrs.get("stats", {}),
         "saved": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
+    _check_name(name)
     d = profile_dir(state_dir)
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{name}.json"
-    path.write_text(json.dumps(data, indent=1) + "\n")
+    tmp = path.with_suffix(".json.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, (json.dumps(data, indent=1) + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)  # a crash leaves the old profile or the new one, never half of one
+    fsync_dir(d)
     return path
 
 
 def load_profile(state_dir: str | Path, name: str) -> dict[str, Any]:
+    _check_name(name)
     path = profile_dir(state_dir) / f"{name}.json"
     if not path.exists():
         have = ", ".join(p.stem for p in sorted(profile_dir(state_dir).glob("*.json"))) or "none"
         raise StateError(f"no profile {name!r} in {profile_dir(state_dir)} (saved: {have})")
-    return dict(json.loads(path.read_text()))
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StateError(f"profile {path} is not valid JSON ({e}); save it again with `cohort tune run`") from e
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise StateError(f"profile {path} has no configuration (a table 'config')")
+    return data
 
 
 def list_profiles(state_dir: str | Path) -> list[dict[str, Any]]:
