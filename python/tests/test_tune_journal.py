@@ -92,6 +92,8 @@ def test_journal_of_another_boot_touches_no_process(tmp_path: Path) -> None:
     """After a reboot a (pid, start tick) pair may name an unrelated process: restore must not
     kill, move or re-schedule it. Knobs on a disk file system are still written back, knobs
     on a file system rebuilt at boot (tmpfs here, like cgroupfs and sysfs) are not."""
+    if system.fs_type("/dev/shm") != "tmpfs" or system.fs_type(tmp_path) in system.VOLATILE_FS:
+        pytest.skip("needs /dev/shm on tmpfs and the test's temporary directory on a disk")
     victim = _sleeper()
     disk = tmp_path / "knob"
     disk.write_text("new")
