@@ -29,15 +29,17 @@ default) to 100 (the v2 default) and keeps the ratios between groups, which is a
 runc's ``1 + ((shares - 2) * 9999) / 262142`` maps 1024 to 39 (integer division), so every
 "default" group would weigh 39 against the 100 of everything else; runc and crun have replaced
 it by a curve through (2, 1), (1024, 100), (262144, 10000) (kubernetes issue 131216), which maps
-1024 to 100 but not ratios (2048 gives 173). Shares above 1024000 reach the v2 maximum.
+1024 to 100 but not ratios (2048 gives 173). Shares from 102400 up reach the v2 maximum, 10000.
 
 **Memory soft limit on v2 is ``memory.high``.** v1's ``memory.soft_limit_in_bytes`` on an app
 makes *that app* give memory back first: when memory runs short, reclaim goes to groups above
 their soft limit before the others (cgroup-v1/memory.rst, "Soft limits"), and nothing happens
-while memory is plentiful. v2 has no such knob (cgroup-v2.rst, "Memory" under "Issues with v1":
-the soft limit is replaced by ``memory.low``). ``memory.low`` is protection: set on the detector
-it would shield the detector's memory from reclaim, the opposite of what seed 002 does with
-the detector's soft limit (its NAV loop got faster when the detector was pushed out first).
+while memory is plentiful ("when the system detects memory contention or low memory, control
+groups are pushed back to their soft limits"). v2 has no such knob: cgroup-v2.rst ("Controller
+Issues and Remedies", "Memory") replaces that "original lower boundary" by ``memory.low``.
+``memory.low`` is protection: set on the detector it would shield the detector's memory from
+reclaim, the opposite of what seed 002 does with the detector's soft limit (its NAV loop got
+faster when the detector was pushed out first).
 ``memory.high`` acts in the seed's direction on the group it is set on: above it the group's
 allocations go through direct reclaim and are throttled, never OOM-killed (cgroup-v2.rst,
 "memory.high"). It differs in acting without global memory pressure too, so on v2 the knob is

@@ -49,8 +49,9 @@ Real-time safety limits (the optional ``[safety]`` table)::
     deadline_share_max = 0.9      # runtime / period of each deadline thread; at most 0.95
 
 * SCHED_FIFO priorities stay below the kernel's threaded interrupt handlers, which run at
-  SCHED_FIFO 50 (``MAX_RT_PRIO / 2`` in kernel/irq/manage.c, ``setup_irq_thread()``): an app
-  above them delays interrupt handling (network, storage) on its CPU for as long as it runs.
+  SCHED_FIFO 50 (``setup_irq_thread()`` in kernel/irq/manage.c calls ``sched_set_fifo()``,
+  which gives ``MAX_RT_PRIO / 2``; ``ps -eo rtprio,comm`` shows ``irq/*`` threads at 50 here):
+  an app above them delays interrupt handling (network, storage) on its CPU while it runs.
   Going higher takes ``above_irq_threads = true`` (then up to 99).
 * SCHED_DEADLINE runtime is at most ``deadline_share_max`` of the period for every value the
   search can pick (the spec is refused otherwise, so nothing is clamped behind the sampler's
@@ -75,7 +76,7 @@ from typing import Any
 from cohort.tune.errors import SpecError
 
 STATS = ("mean", "p50", "p90", "p99", "max")
-IRQ_THREAD_FIFO_PRIORITY = 50  # kernel/irq/manage.c: threaded handlers run at SCHED_FIFO MAX_RT_PRIO / 2
+IRQ_THREAD_FIFO_PRIORITY = 50  # setup_irq_thread() -> sched_set_fifo(): SCHED_FIFO MAX_RT_PRIO / 2
 FIFO_PRIORITY_MAX = IRQ_THREAD_FIFO_PRIORITY - 1
 DEADLINE_SHARE_MAX = 0.9
 DEADLINE_SHARE_LIMIT = 0.95  # the kernel's default sched_rt_runtime_us / sched_rt_period_us
