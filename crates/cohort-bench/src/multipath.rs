@@ -19,7 +19,7 @@ use crate::stats::{mean, mean_ci95, quantile, round};
 use cohort_medium::link::{LinkParams, LossModel};
 use cohort_proto::multipath::bandit::ArmStats;
 use cohort_proto::multipath::{MpConfig, Scheduler};
-use cohort_sim::multipath::{MpOutcome, MpPath, MpRun, run};
+use cohort_sim::multipath::{MpOutcome, MpPath, MpRun, UNDER_MP, run};
 use serde_json::{Value, json};
 use std::time::Duration;
 
@@ -278,11 +278,26 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
     );
 
     let g = |r: &[Vec<MpOutcome>], k: usize| mean(&r[k].iter().map(|o| o.goodput_mbps).collect::<Vec<_>>());
+    // What the paths carried from the sender, framing below the multipath layer included,
+    // against their 30 Mbit/s; and the application's share of those bytes.
+    let util: Vec<(f64, f64)> = stat[0]
+        .iter()
+        .map(|o| {
+            let wire: u64 = o.sender.paths.iter().map(|q| q.bytes_sent + q.sent * UNDER_MP as u64).sum();
+            let secs = match (o.established, o.completed) {
+                (Some(a), Some(b)) if b > a => (b - a).as_secs_f64(),
+                _ => f64::NAN,
+            };
+            (wire as f64 * 8.0 / secs / 30e6, o.goodput_mbps * 1e6 * secs / 8.0 / wire as f64)
+        })
+        .collect();
     report.insert(
         "summary".into(),
         json!({
             "static_share_of_sum": round(g(&stat, 0) / 30.0, 4),
             "static_share_of_single_path_sum": round(g(&stat, 0) / (g(&stat, 3) + g(&stat, 4)).max(1e-9), 4),
+            "static_link_utilization": round(mean(&util.iter().map(|u| u.0).collect::<Vec<_>>()), 4),
+            "static_application_share_of_wire": round(mean(&util.iter().map(|u| u.1).collect::<Vec<_>>()), 4),
             "loss_goodput_ratio_vs_minrtt": round(g(&loss, 0) / g(&loss, 1).max(1e-9), 3),
             "handoff_goodput_ratio_vs_minrtt": round(g(&handoff, 0) / g(&handoff, 1).max(1e-9), 3),
             "max_stall_ms": round(handoff[0].iter().map(|o| o.max_stall_ms).fold(0.0, f64::max), 1),
