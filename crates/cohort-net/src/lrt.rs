@@ -1,10 +1,10 @@
 //! `LrtSocket`: one LRT connection over a UDP socket.
 
-use crate::secure::{Secure, SecureError};
+use crate::keyx::{Handshake, KeyExchange, KeyExchangeStats};
+use crate::secure::SecureError;
 use crate::shared::{Shared, Wait};
 use crate::timer::TimerFd;
 use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection, SendError, State};
-use cohort_proto::session::{self, Initiator, MESSAGE_LEN};
 use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
@@ -92,18 +92,8 @@ pub struct SocketStats {
     /// Path datagrams that were malformed or answered no open challenge (a stale or spoofed
     /// path).
     pub path_refused: u64,
-    /// Key-exchange messages sent (message 1 and its repeats when connecting; message 2 when
-    /// listening).
-    pub handshakes_sent: u64,
-    /// Key-exchange messages refused: forged or of another secret, a second message 1 of a
-    /// life already answered, or one that came after the session started.
-    pub handshakes_refused: u64,
-    /// Half-open sessions (answered, never confirmed by a datagram under their key) dropped
-    /// to make room or after `handshake_timeout`: replayed message 1s end here.
-    pub half_open_dropped: u64,
-    /// Authentic-looking datagrams under no session this socket has: before the key exchange
-    /// finished, or from a life it never answered.
-    pub no_session: u64,
+    /// The session key exchange.
+    pub keys: KeyExchangeStats,
 }
 
 /// A challenge sent to a new address of the peer, awaiting its response from there.
@@ -120,44 +110,11 @@ const PATH_RETRY: Duration = Duration::from_millis(50);
 const PATH_CHALLENGE: u8 = 1;
 const PATH_RESPONSE: u8 = 2;
 
-/// Half-open sessions a listening socket keeps at once. Each is an answered message 1; only a
-/// datagram under its key makes it the connection, so a replayed message 1 (which anyone who
-/// recorded the team's traffic can send) costs a slot and never the connection.
-const MAX_HALF_OPEN: usize = 16;
-
-/// A message 1 this socket answered; the connection starts when the initiator's first
-/// datagram under the session's key arrives.
-#[derive(Debug)]
-struct HalfOpen {
-    life: (u32, u64),
-    msg1: [u8; MESSAGE_LEN],
-    msg2: [u8; MESSAGE_LEN],
-    secure: Secure,
-    at: cohort_time::Instant,
-}
-
-/// Where the connection's keys stand. The connection's own datagrams travel only under the
-/// session's keys (forward secrecy, see `cohort_proto::session`); the team key seals the key
-/// exchange alone.
-#[derive(Debug)]
-// One per socket, and the established variant is the hot one: no box for it.
-#[allow(clippy::large_enum_variant)]
-enum Session {
-    /// `connect`: message 1 goes out until message 2 comes back.
-    Initiating(Box<Initiator>),
-    /// `listen`: message 1s answered, waiting for one initiator's first datagram.
-    Responding(Vec<HalfOpen>),
-    Established(Secure),
-}
-
 #[derive(Debug)]
 struct Inner {
     conn: Connection,
-    /// Team-key frames: the key exchange.
-    team: Secure,
-    team_id: u32,
-    psk: [u8; 32],
-    session: Session,
+    /// The session key exchange, then the session's keys.
+    keyx: KeyExchange,
     /// The peer's address and, once it has spoken, its sender id and life (epoch).
     peer: Option<(SocketAddr, Option<(u32, u64)>)>,
     /// The open path challenge, if the peer spoke from a new address.
@@ -172,13 +129,6 @@ pub struct LrtSocket {
     shared: Arc<Shared<Inner>>,
     thread: Option<JoinHandle<()>>,
     local: SocketAddr,
-}
-
-/// 32 bytes from the operating system's CSPRNG: a key exchange's ephemeral key.
-fn entropy() -> Result<[u8; 32], cohort_wire::frame::EntropyError> {
-    let mut e = [0u8; 32];
-    getrandom::fill(&mut e).map_err(cohort_wire::frame::EntropyError)?;
-    Ok(e)
 }
 
 /// The error of a wait the driver's end cut short.
@@ -224,24 +174,17 @@ impl LrtSocket {
         poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
         poll.registry().register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
         let waker = Waker::new(poll.registry(), WAKE)?;
-        let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
-            .map_err(|e| NetError::Config(e.to_string()))?;
-        let psk = cohort_wire::frame::session_psk(&cfg.team_secret, cfg.team_id)
-            .map_err(|e| NetError::Config(e.to_string()))?;
-        let team = Secure::new(key, cfg.sender_id, kind::HANDSHAKE)?;
-        let session = match peer {
-            Some(_) => Session::Initiating(Box::new(
-                Initiator::new(&psk, cfg.team_id, cfg.lrt.handshake_retry, cohort_time::Instant::ZERO, entropy()?)
-                    .map_err(|e| NetError::Config(e.to_string()))?,
-            )),
-            None => Session::Responding(Vec::new()),
-        };
+        let keyx = KeyExchange::new(
+            &cfg.team_secret,
+            cfg.team_id,
+            cfg.sender_id,
+            (kind::LRT, kind::PATH),
+            cfg.lrt.handshake_retry,
+            peer.is_some(),
+        )?;
         let inner = Inner {
             conn,
-            team,
-            team_id: cfg.team_id,
-            psk,
-            session,
+            keyx,
             peer: peer.map(|a| (a, None)),
             path: None,
             stats: SocketStats::default(),
@@ -413,19 +356,8 @@ impl LrtSocket {
         let g = self.shared.lock();
         let mut s = g.stats;
         s.conn = g.conn.stats();
-        let mut frames = g.team.counters();
-        let mut rejected = g.team.rejected();
-        let mut add = |sec: &Secure| {
-            frames = frames + sec.counters();
-            rejected += sec.rejected();
-        };
-        match &g.session {
-            Session::Established(sec) => add(sec),
-            Session::Responding(half) => half.iter().for_each(|h| add(&h.secure)),
-            Session::Initiating(_) => {}
-        }
-        s.rejected_frames = rejected + s.no_session;
-        s.frames = frames;
+        (s.frames, s.rejected_frames) = g.keyx.counters();
+        s.keys = g.keyx.stats;
         s
     }
 
@@ -479,10 +411,7 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, sock: UdpSocket, timer: TimerFd
                 shared.notify();
                 return Ok(());
             }
-            let hs = match &g.session {
-                Session::Initiating(init) => init.poll_timeout(),
-                _ => None,
-            };
+            let hs = g.keyx.poll_timeout();
             let deadline = [g.conn.poll_timeout(), hs].into_iter().flatten().min().map(|t| shared.clock.to_std(t));
             timer.set(deadline)?;
         }
@@ -513,16 +442,11 @@ fn transmit(
     let Some((peer, _)) = g.peer else {
         return Ok(());
     };
-    let sec = match &mut g.session {
-        Session::Established(sec) => sec,
-        Session::Initiating(init) => {
-            if let Some(msg1) = init.poll_transmit(now) {
-                let msg1 = *msg1;
-                send_team(g, sock, peer, &msg1);
-            }
-            return Ok(());
-        }
-        Session::Responding(_) => return Ok(()),
+    if let Some(n) = g.keyx.poll_message(now, wire) {
+        send_datagram(&mut g.stats, sock, peer, &wire[..n]);
+    }
+    let Some(sec) = g.keyx.secure() else {
+        return Ok(());
     };
     loop {
         let pn = sec.next_pn();
@@ -537,39 +461,27 @@ fn transmit(
             }
             Err(e) => return Err(NetError::Io(io::Error::other(e.to_string()))),
         };
-        match sock.send_to(&wire[..len], peer) {
-            Ok(_) => {
-                g.stats.datagrams_sent += 1;
-                g.stats.wire_bytes_sent += len as u64;
-            }
-            // A full socket buffer or a transient route error is a lost datagram: coding
-            // repairs it like any other loss.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) => tracing::debug!(%e, "lrt: send_to failed"),
+        if !send_datagram(&mut g.stats, sock, peer, &wire[..len]) {
+            return Ok(());
         }
     }
 }
 
-/// Seals a small datagram of `kind` with `sec` and sends it to `to` (best effort: a lost one
-/// is repeated by its protocol).
-fn send_small(stats: &mut SocketStats, sec: &mut Secure, sock: &UdpSocket, to: SocketAddr, kind: u8, plain: &[u8]) {
-    let mut wire = [0u8; 64 + cohort_wire::frame::OVERHEAD];
-    match sec.seal_as(kind, plain, &mut wire) {
-        Ok(n) => match sock.send_to(&wire[..n], to) {
-            Ok(_) => {
-                stats.datagrams_sent += 1;
-                stats.wire_bytes_sent += n as u64;
-            }
-            Err(e) => tracing::debug!(%e, kind, "lrt: small datagram"),
-        },
-        Err(e) => tracing::debug!(%e, kind, "lrt: sealing a small datagram"),
+/// Sends one datagram, counted; `false` if the socket buffer is full (a lost datagram: coding
+/// repairs it like any other loss, as it does a transient route error).
+fn send_datagram(stats: &mut SocketStats, sock: &UdpSocket, to: SocketAddr, datagram: &[u8]) -> bool {
+    match sock.send_to(datagram, to) {
+        Ok(_) => {
+            stats.datagrams_sent += 1;
+            stats.wire_bytes_sent += datagram.len() as u64;
+            true
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+        Err(e) => {
+            tracing::debug!(%e, "lrt: send_to failed");
+            true
+        }
     }
-}
-
-/// Sends a key-exchange message under the team key.
-fn send_team(g: &mut Inner, sock: &UdpSocket, to: SocketAddr, msg: &[u8; MESSAGE_LEN]) {
-    g.stats.handshakes_sent += 1;
-    send_small(&mut g.stats, &mut g.team, sock, to, kind::HANDSHAKE, msg);
 }
 
 /// Seals one path datagram (`what` and its token) under the session and sends it to `to`.
@@ -577,8 +489,13 @@ fn send_path(g: &mut Inner, sock: &UdpSocket, to: SocketAddr, what: u8, token: [
     let mut plain = [0u8; 9];
     plain[0] = what;
     plain[1..].copy_from_slice(&token);
-    if let Session::Established(sec) = &mut g.session {
-        send_small(&mut g.stats, sec, sock, to, kind::PATH, &plain);
+    let mut wire = [0u8; 9 + cohort_wire::frame::OVERHEAD];
+    let Some(sec) = g.keyx.secure() else { return };
+    match sec.seal_as(kind::PATH, &plain, &mut wire) {
+        Ok(n) => {
+            send_datagram(&mut g.stats, sock, to, &wire[..n]);
+        }
+        Err(e) => tracing::debug!(%e, "lrt: sealing a path datagram"),
     }
 }
 
@@ -625,128 +542,35 @@ fn on_path(g: &mut Inner, sock: &UdpSocket, from: SocketAddr, payload: &[u8]) {
     }
 }
 
-/// The fields of a datagram opened under the session; its payload is
-/// `datagram[HEADER_LEN..HEADER_LEN + len]`, decrypted in place.
-#[derive(Debug, Clone, Copy)]
-struct OpenedHeader {
-    kind: u8,
-    life: (u32, u64),
-    pn: u64,
-    len: usize,
-}
-
-/// Opens a datagram under the session's key. A listening socket's first such datagram from an
-/// initiator it answered makes that half-open session the connection, with the initiator's
-/// life and address as the peer.
-fn open_session(g: &mut Inner, datagram: &mut [u8], from: SocketAddr) -> Option<OpenedHeader> {
-    let header = |o: cohort_wire::frame::Opened<'_>| OpenedHeader {
-        kind: o.kind,
-        life: (o.sender_id, o.epoch),
-        pn: o.packet_number,
-        len: o.payload.len(),
-    };
-    match &mut g.session {
-        Session::Established(sec) => sec.open_with(datagram, kind::PATH).map(header),
-        Session::Initiating(_) => {
-            g.stats.no_session += 1;
-            None
-        }
-        Session::Responding(half) => {
-            let life = cohort_wire::frame::Frame::new_checked(&*datagram).ok().map(|f| (f.sender_id(), f.epoch()));
-            let Some(i) = half.iter().position(|h| Some(h.life) == life) else {
-                g.stats.no_session += 1;
-                return None;
-            };
-            let opened = half[i].secure.open(datagram).map(header)?;
-            let h = half.swap_remove(i);
-            g.stats.half_open_dropped += half.len() as u64;
-            g.session = Session::Established(h.secure);
-            g.peer = Some((from, Some(h.life)));
-            Some(opened)
-        }
-    }
-}
-
-/// What a key-exchange message asks of the socket.
-enum HandshakeStep {
-    Nothing,
-    Refused,
-    /// Send this message 2 to the sender.
-    Answer([u8; MESSAGE_LEN]),
-}
-
-/// A key-exchange datagram (under the team key): message 2 finishes a connecting socket's
-/// exchange; a listening socket answers each new life's message 1 and keeps the half-open
-/// session until its initiator's first datagram under the session's key.
-fn on_handshake(g: &mut Inner, sock: &UdpSocket, datagram: &mut [u8], from: SocketAddr, now: cohort_time::Instant) {
-    let Some(o) = g.team.open(datagram) else {
-        return;
-    };
-    let life = (o.sender_id, o.epoch);
-    let Ok(msg) = <[u8; MESSAGE_LEN]>::try_from(o.payload) else {
-        g.stats.handshakes_refused += 1;
-        return;
-    };
-    let (sender_id, epoch) = (g.team.sender_id(), g.team.epoch());
-    let step = match &mut g.session {
-        Session::Initiating(init) => match init.handle(&msg) {
-            Ok(keys) => {
-                g.session = Session::Established(Secure::session(keys, sender_id, epoch, kind::LRT));
-                if let Some((addr, _)) = g.peer {
-                    g.peer = Some((addr, Some(life)));
-                }
-                HandshakeStep::Nothing
-            }
-            Err(_) => HandshakeStep::Refused,
-        },
-        Session::Responding(half) => {
-            if let Some(h) = half.iter().find(|h| h.life == life) {
-                // A repeated message 1 (message 2 was lost) gets the same answer; another
-                // message 1 of that life is refused.
-                if h.msg1 == msg { HandshakeStep::Answer(h.msg2) } else { HandshakeStep::Refused }
-            } else {
-                let timeout = g.conn.config().handshake_timeout;
-                let before = half.len();
-                half.retain(|h| now.saturating_duration_since(h.at) < timeout);
-                g.stats.half_open_dropped += (before - half.len()) as u64;
-                match entropy().ok().map(|e| session::respond(&g.psk, g.team_id, &msg, e)) {
-                    Some(Ok((keys, msg2))) => {
-                        if half.len() >= MAX_HALF_OPEN {
-                            half.remove(0);
-                            g.stats.half_open_dropped += 1;
-                        }
-                        let secure = Secure::session(keys, sender_id, epoch, kind::LRT);
-                        half.push(HalfOpen { life, msg1: msg, msg2, secure, at: now });
-                        HandshakeStep::Answer(msg2)
-                    }
-                    _ => HandshakeStep::Refused,
-                }
-            }
-        }
-        // The initiator sends under the session only after message 2: a message 1 now is late.
-        Session::Established(_) => HandshakeStep::Refused,
-    };
-    match step {
-        HandshakeStep::Nothing => {}
-        HandshakeStep::Refused => g.stats.handshakes_refused += 1,
-        HandshakeStep::Answer(msg2) => send_team(g, sock, from, &msg2),
-    }
-}
-
 fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
     crate::shared::drain(sock, buf, |datagram, from| {
         let mut g = shared.lock();
         g.stats.datagrams_received += 1;
         g.stats.wire_bytes_received += datagram.len() as u64;
         let now = shared.clock.now();
-        if datagram.get(cohort_wire::frame::field::KIND) == Some(&kind::HANDSHAKE) {
-            on_handshake(&mut g, sock, datagram, from, now);
+        if KeyExchange::is_handshake(datagram) {
+            let timeout = g.conn.config().handshake_timeout;
+            let mut out = [0u8; crate::keyx::HANDSHAKE_DATAGRAM];
+            match g.keyx.on_handshake(datagram, now, timeout, &mut out) {
+                Handshake::Answer(n) => {
+                    send_datagram(&mut g.stats, sock, from, &out[..n]);
+                }
+                Handshake::Established(life) => {
+                    if let Some((addr, _)) = g.peer {
+                        g.peer = Some((addr, Some(life)));
+                    }
+                }
+                Handshake::Nothing => {}
+            }
             return;
         }
-        let Some(o) = open_session(&mut g, datagram, from) else {
+        let Some(o) = g.keyx.open(datagram) else {
             return;
         };
-        let payload = &datagram[cohort_wire::frame::HEADER_LEN..][..o.len];
+        if o.established {
+            g.peer = Some((from, Some(o.life)));
+        }
+        let payload = o.payload(datagram);
         let life = Some(o.life);
         if o.kind == kind::PATH {
             match g.peer {
@@ -763,7 +587,7 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
                 // session's key can seal, and no replay can be. Before answering there, make
                 // sure the peer receives there too (a datagram whose source an on-path
                 // attacker rewrote must not redirect the connection).
-                let newest = matches!(&g.session, Session::Established(sec) if sec.is_newest(o.life.0, o.life.1, o.pn));
+                let newest = g.keyx.secure().is_some_and(|sec| sec.is_newest(o.life.0, o.life.1, o.pn));
                 if addr != from && newest {
                     challenge(&mut g, sock, from, now);
                 }
