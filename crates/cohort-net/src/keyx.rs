@@ -148,10 +148,6 @@ impl KeyExchange {
         }
     }
 
-    pub fn is_established(&self) -> bool {
-        matches!(self.state, State::Established(_))
-    }
-
     /// A connecting socket's message 1, sealed into `out`, when due.
     pub fn poll_message(&mut self, now: cohort_time::Instant, out: &mut [u8]) -> Option<usize> {
         let State::Initiating(init) = &mut self.state else { return None };
