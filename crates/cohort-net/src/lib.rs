@@ -5,6 +5,8 @@
 //! * [`LrtSocket`]: a coded-transport connection with a blocking API and an async one
 //!   ([`LrtSocket::send_async`], [`LrtSocket::recv_async`]), run by a driver thread that
 //!   waits on the socket and a `timerfd` (see [`timer`]) in one `epoll`.
+//! * [`MpLrtSocket`]: one coded connection over several paths (a UDP socket per local
+//!   address), scheduled by `cohort_proto::multipath` (seed 001).
 //! * [`GroupSocket`]: one member of a GCBRR group (coordinated 1-to-N request-reply and
 //!   membership, seed 003) over UDP broadcast or multicast, blocking and async.
 //! * Every datagram is a secure frame (`cohort_wire::frame`): sealed with the team key on the
@@ -14,6 +16,7 @@ mod backlog;
 pub mod group;
 mod keyx;
 mod lrt;
+mod mp;
 pub mod preempt;
 mod secure;
 mod shared;
@@ -22,4 +25,5 @@ pub mod timer;
 pub use group::{GroupConfig, GroupError, GroupSocket, GroupSocketStats, Start};
 pub use keyx::KeyExchangeStats;
 pub use lrt::{LrtSocket, NetError, SocketConfig, SocketStats};
+pub use mp::{MpLrtSocket, MpSocketStats};
 pub use secure::Secure;

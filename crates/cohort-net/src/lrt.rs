@@ -139,7 +139,7 @@ fn stopped(i: &Inner) -> NetError {
     }
 }
 
-fn bind(addr: SocketAddr, cfg: &SocketConfig) -> Result<std::net::UdpSocket, NetError> {
+pub(crate) fn bind(addr: SocketAddr, cfg: &SocketConfig) -> Result<std::net::UdpSocket, NetError> {
     use socket2::{Domain, Protocol, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if let Some(dscp) = cfg.dscp {

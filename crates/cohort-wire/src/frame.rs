@@ -79,6 +79,9 @@ pub mod kind {
     pub const PATH: u8 = 3;
     /// A session's key exchange (Noise handshake messages), sealed under the team key.
     pub const HANDSHAKE: u8 = 4;
+    /// Multipath LRT: the multipath layer's datagrams (data with an LRT packet, path reports,
+    /// probes).
+    pub const MULTIPATH: u8 = 5;
 }
 
 /// Header field positions.
