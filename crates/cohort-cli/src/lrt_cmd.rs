@@ -5,7 +5,7 @@
 //! clocks) and check order. Lines from stdin travel as they are and are printed by `recv`.
 
 use clap::{Args, Subcommand};
-use cohort_net::{LrtSocket, NetError, SocketConfig};
+use cohort_net::{LrtSocket, MpLrtSocket, NetError, SocketConfig};
 use cohort_proto::lrt::CloseReason;
 use serde::Serialize;
 use std::io::{BufRead, Write};
@@ -43,7 +43,14 @@ struct TeamArgs {
 enum LrtCmd {
     /// Send messages to a listening `cohort lrt recv`: stdin lines, or generated messages.
     Send {
-        addr: SocketAddr,
+        /// The receiver (one path), or use `--path` for several.
+        #[arg(required_unless_present = "path", conflicts_with = "path")]
+        addr: Option<SocketAddr>,
+        /// Multipath: a path from a local address to the receiver's address of the same rank
+        /// (`LOCAL=PEER`, e.g. `192.168.1.5:0=192.168.1.9:47000`), once per radio; the first
+        /// carries the key exchange. The receiver lists its addresses in the same order.
+        #[arg(long, value_parser = parse_path)]
+        path: Vec<(SocketAddr, SocketAddr)>,
         #[command(flatten)]
         team: TeamArgs,
         /// Generate messages of this many bytes (at least 20) instead of reading stdin.
@@ -56,8 +63,12 @@ enum LrtCmd {
     },
     /// Accept one sender and receive until it closes (or `--count` messages arrive).
     Recv {
+        /// Address to listen on; several make a multipath receiver (path `i` on address `i`).
+        #[arg(long, required = true)]
+        listen: Vec<SocketAddr>,
+        /// Multipath even with one `--listen` address (for a sender with one `--path`).
         #[arg(long)]
-        listen: SocketAddr,
+        multipath: bool,
         #[command(flatten)]
         team: TeamArgs,
         #[arg(long)]
@@ -81,6 +92,73 @@ struct RecvSummary {
     recovered_symbols_note: &'static str,
 }
 
+fn parse_path(s: &str) -> Result<(SocketAddr, SocketAddr), String> {
+    let (l, p) =
+        s.split_once('=').ok_or_else(|| format!("{s}: expected LOCAL=PEER, e.g. 10.0.0.5:0=10.0.0.9:47000"))?;
+    Ok((l.parse().map_err(|e| format!("{l}: {e}"))?, p.parse().map_err(|e| format!("{p}: {e}"))?))
+}
+
+/// What `send` and `recv` need of a socket, one path or several.
+trait Endpoint {
+    fn send(&self, m: &[u8]) -> Result<(), NetError>;
+    fn recv(&self) -> Result<Vec<u8>, NetError>;
+    fn flush(&self, timeout: Option<Duration>) -> Result<(), NetError>;
+    fn rejected(&self) -> u64;
+    /// The sender's counters as JSON (with per-path ones for multipath).
+    fn summary(&self, sent: u64) -> serde_json::Value;
+}
+
+impl Endpoint for LrtSocket {
+    fn send(&self, m: &[u8]) -> Result<(), NetError> {
+        LrtSocket::send(self, m)
+    }
+    fn recv(&self) -> Result<Vec<u8>, NetError> {
+        LrtSocket::recv(self)
+    }
+    fn flush(&self, timeout: Option<Duration>) -> Result<(), NetError> {
+        LrtSocket::flush(self, timeout)
+    }
+    fn rejected(&self) -> u64 {
+        self.stats().rejected_frames
+    }
+    fn summary(&self, sent: u64) -> serde_json::Value {
+        let s = self.stats();
+        serde_json::json!({ "sent": sent, "datagrams": s.datagrams_sent, "wire_bytes": s.wire_bytes_sent,
+            "source_symbols": s.conn.source_sent, "repair_symbols": s.conn.repair_sent, "loss_estimate": s.conn.loss_estimate })
+    }
+}
+
+impl Endpoint for MpLrtSocket {
+    fn send(&self, m: &[u8]) -> Result<(), NetError> {
+        MpLrtSocket::send(self, m)
+    }
+    fn recv(&self) -> Result<Vec<u8>, NetError> {
+        MpLrtSocket::recv(self)
+    }
+    fn flush(&self, timeout: Option<Duration>) -> Result<(), NetError> {
+        MpLrtSocket::flush(self, timeout)
+    }
+    fn rejected(&self) -> u64 {
+        self.stats().rejected_frames
+    }
+    fn summary(&self, sent: u64) -> serde_json::Value {
+        let s = self.stats();
+        let paths: Vec<serde_json::Value> = s
+            .mp
+            .paths
+            .iter()
+            .zip(self.local_addrs())
+            .map(|(p, local)| {
+                serde_json::json!({ "local": local.to_string(), "up": p.up, "sent": p.sent, "clones": p.clones_sent,
+                    "delivered": p.delivered, "lost": p.lost, "cwnd": p.cwnd, "srtt_ms": p.srtt_ms,
+                    "queueing_ms": p.queueing_ms, "loss": p.loss, "failures": p.failures, "bandit_u": p.arm.u, "bandit_v": p.arm.v })
+            })
+            .collect();
+        serde_json::json!({ "sent": sent, "datagrams": s.datagrams_sent, "source_symbols": s.conn.source_sent,
+            "repair_symbols": s.conn.repair_sent, "loss_estimate": s.conn.loss_estimate, "rounds": s.mp.rounds, "paths": paths })
+    }
+}
+
 fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
@@ -94,19 +172,33 @@ fn socket_config(t: &TeamArgs) -> SocketConfig {
 
 pub fn run(a: &LrtArgs) -> Result<ExitCode, NetError> {
     match &a.cmd {
-        LrtCmd::Send { addr, team, size, interval_ms, count } => send(*addr, team, *size, *interval_ms, *count),
-        LrtCmd::Recv { listen, team, count, accept_timeout_s } => recv(*listen, team, *count, *accept_timeout_s),
+        LrtCmd::Send { addr, path, team, size, interval_ms, count } => {
+            let cfg = socket_config(team);
+            match addr {
+                Some(a) => send(&LrtSocket::connect(*a, cfg)?, team, *size, *interval_ms, *count),
+                None => send(&MpLrtSocket::connect(path, cfg, Default::default())?, team, *size, *interval_ms, *count),
+            }
+        }
+        LrtCmd::Recv { listen, multipath, team, count, accept_timeout_s } => {
+            let (cfg, wait) = (socket_config(team), Some(Duration::from_secs_f64(accept_timeout_s.max(0.0))));
+            if *multipath || listen.len() > 1 {
+                let sock = MpLrtSocket::listen(listen, cfg, Default::default())?;
+                sock.wait_connected(wait)?;
+                recv(&sock, team, *count)
+            } else {
+                recv(&LrtSocket::accept(listen[0], cfg, wait)?, team, *count)
+            }
+        }
     }
 }
 
 fn send(
-    addr: SocketAddr,
+    sock: &impl Endpoint,
     t: &TeamArgs,
     size: Option<usize>,
     interval_ms: f64,
     count: u64,
 ) -> Result<ExitCode, NetError> {
-    let sock = LrtSocket::connect(addr, socket_config(t))?;
     let mut sent = 0u64;
     match size {
         Some(size) => {
@@ -143,26 +235,25 @@ fn send(
         Ok(()) | Err(NetError::Closed(CloseReason::Peer(0))) => {}
         Err(e) => return Err(e),
     }
-    let s = sock.stats();
+    let v = sock.summary(sent);
     if t.json {
-        let v = serde_json::json!({ "sent": sent, "datagrams": s.datagrams_sent, "wire_bytes": s.wire_bytes_sent,
-            "source_symbols": s.conn.source_sent, "repair_symbols": s.conn.repair_sent, "loss_estimate": s.conn.loss_estimate });
         println!("{v}");
     } else {
         eprintln!(
             "sent {sent} messages in {} datagrams ({} source, {} repair symbols), loss seen {:.1}%",
-            s.datagrams_sent,
-            s.conn.source_sent,
-            s.conn.repair_sent,
-            s.conn.loss_estimate * 100.0
+            v["datagrams"],
+            v["source_symbols"],
+            v["repair_symbols"],
+            v["loss_estimate"].as_f64().unwrap_or(0.0) * 100.0
         );
+        for p in v["paths"].as_array().into_iter().flatten() {
+            eprintln!("  path {}: {p}", p["local"]);
+        }
     }
-    sock.close();
     Ok(ExitCode::SUCCESS)
 }
 
-fn recv(listen: SocketAddr, t: &TeamArgs, count: Option<u64>, accept_timeout_s: f64) -> Result<ExitCode, NetError> {
-    let sock = LrtSocket::accept(listen, socket_config(t), Some(Duration::from_secs_f64(accept_timeout_s.max(0.0))))?;
+fn recv(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<ExitCode, NetError> {
     let mut sum = RecvSummary { in_order: true, ..Default::default() };
     let mut delays = vec![];
     let mut expect = 0u64;
@@ -192,7 +283,7 @@ fn recv(listen: SocketAddr, t: &TeamArgs, count: Option<u64>, accept_timeout_s: 
         delays.get(((delays.len() as f64 * x) as usize).min(delays.len().saturating_sub(1))).copied().unwrap_or(0.0)
     };
     (sum.p50_ms, sum.p90_ms, sum.p99_ms, sum.max_ms) = (q(0.5), q(0.9), q(0.99), delays.last().copied().unwrap_or(0.0));
-    sum.rejected_frames = sock.stats().rejected_frames;
+    sum.rejected_frames = sock.rejected();
     sum.recovered_symbols_note =
         "delays use the sender's wall clock: compare across hosts only with synchronised clocks";
     if t.json {

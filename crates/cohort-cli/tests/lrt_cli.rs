@@ -1,0 +1,58 @@
+//! `cohort lrt send|recv` as processes, over loopback: one path and two paths.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn cohort() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cohort"));
+    c.env("COHORT_TEAM_SECRET", "lrt cli test team secret");
+    c
+}
+
+/// A free UDP port on `ip` (bound, read, released).
+fn port(ip: &str) -> u16 {
+    std::net::UdpSocket::bind((ip, 0)).unwrap().local_addr().unwrap().port()
+}
+
+fn exchange(recv_args: &[String], send_args: &[String]) -> (serde_json::Value, serde_json::Value) {
+    let recv = cohort()
+        .args(["lrt", "recv", "--count", "300", "--json", "--accept-timeout-s", "20"])
+        .args(recv_args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let send = cohort()
+        .args(["lrt", "send", "--size", "600", "--interval-ms", "0.5", "--count", "300", "--json"])
+        .args(send_args)
+        .output()
+        .unwrap();
+    assert!(send.status.success(), "{}", String::from_utf8_lossy(&send.stderr));
+    let r = recv.wait_with_output().unwrap();
+    assert!(r.status.success());
+    (serde_json::from_slice(&send.stdout).unwrap(), serde_json::from_slice(&r.stdout).unwrap())
+}
+
+#[test]
+fn one_path_and_two_paths_deliver_in_order() {
+    let p = port("127.0.0.1");
+    let (_, got) = exchange(&["--listen".into(), format!("127.0.0.1:{p}")], &[format!("127.0.0.1:{p}")]);
+    assert_eq!((got["messages"].as_u64(), got["in_order"].as_bool()), (Some(300), Some(true)), "{got}");
+
+    let (a, b) = (port("127.0.0.1"), port("127.0.0.2"));
+    let (sent, got) = exchange(
+        &["--listen".into(), format!("127.0.0.1:{a}"), "--listen".into(), format!("127.0.0.2:{b}")],
+        &["--path".into(), format!("127.0.0.1:0=127.0.0.1:{a}"), "--path".into(), format!("127.0.0.2:0=127.0.0.2:{b}")],
+    );
+    assert_eq!((got["messages"].as_u64(), got["in_order"].as_bool()), (Some(300), Some(true)), "{got}");
+    let paths = sent["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 2, "per-path counters: {sent}");
+    assert!(paths.iter().all(|p| p["sent"].as_u64().unwrap() > 0), "{sent}");
+}
+
+#[test]
+fn a_malformed_path_is_a_clear_error() {
+    let out = cohort().args(["lrt", "send", "--path", "10.0.0.1:0"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("expected LOCAL=PEER"));
+}
