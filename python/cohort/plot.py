@@ -332,10 +332,10 @@ MP_COLORS = ("tab:red", "tab:blue", "tab:cyan", "tab:gray", "silver")
 
 def plot_multipath(report: dict[str, Any], out: Path) -> None:
     """Goodput with 95% intervals per scenario and system; short-flow completion; regret."""
-    _need(report, "static", "loss", "handoff", "short", "federated", "summary")
+    _need(report, "static", "loss", "handoff", "mobility", "short", "federated", "summary")
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
     ax = axes[0]
-    scenarios = ("static", "loss", "handoff")
+    scenarios = ("static", "loss", "handoff", "mobility")
     width = 0.8 / len(MP_SYSTEMS)
     for k, (name, color) in enumerate(zip(MP_SYSTEMS, MP_COLORS, strict=True)):
         xs = [i + k * width for i in range(len(scenarios))]
@@ -344,7 +344,7 @@ def plot_multipath(report: dict[str, Any], out: Path) -> None:
         ax.bar(xs, ys, width, yerr=err, label=name, color=color, capsize=2)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(scenarios))], scenarios)
     ax.set_ylabel("goodput (Mbit/s)")
-    ax.set_title(f"20 + 10 Mbit/s paths ({report['static']['cohort']['runs']} runs each)")
+    ax.set_title(f"two radios ({report['static']['cohort']['runs']} runs each)")
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
     ax = axes[1]

@@ -109,6 +109,7 @@ def test_multipath_chart(tmp_path: Path) -> None:
         "static": scenario,
         "loss": scenario,
         "handoff": scenario,
+        "mobility": scenario,
         "short": {"flows": 3, "flow_bytes": 66000, "completion_ms": {"cohort": {"mean": 100.0, "ci95": 5.0}}},
         "federated": {
             "regret_cold": 10.0,

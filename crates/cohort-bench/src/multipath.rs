@@ -7,10 +7,12 @@
 //! many runs it pools and gives a 95% interval (Student's t) where runs pair.
 //!
 //! Scenarios: `static` (20 + 10 Mbit/s, 10 ms each way), `loss` (10% iid loss on the second
-//! path), `handoff` (each path out once: 2-3 s and 4-4.5 s, as a robot passing between access
-//! points), `short` (64 KiB flows, 20% loss on the faster path), the delay target (`static`
-//! with and without `τ`), and the federated start (four paths, super-arms of two: regret of
-//! the first 100 rounds from a cold start and from statistics another robot shared).
+//! path), `handoff` (each path out once, for 20% and 10% of the transfer), `mobility` (a drone
+//! passing 5 GHz and 2.4 GHz access points with one radio each, `cohort_sim::mobility`: rate
+//! changes, handovers, outages), `short` (64 KiB flows, 20% loss on the faster path), the delay
+//! target (`static` with and without `τ`), and the federated start (four paths, super-arms of
+//! two: regret of the first 100 rounds from a cold start and from statistics another robot
+//! shared).
 //!
 //! Kernel MPTCP is measured on the testbed only; this bench compares with the logic of its
 //! default scheduler over the same coded transport.
@@ -34,11 +36,14 @@ pub struct MultipathParams {
     pub tau_ms: f64,
     /// Short flows per repetition.
     pub short_flows: u32,
+    /// Length of the mobility runs, seconds, and the drone's speed, m/s.
+    pub mobility_s: f64,
+    pub speed_mps: f64,
 }
 
 impl Default for MultipathParams {
     fn default() -> Self {
-        MultipathParams { reps: 3, seed: 1, bulk_mb: 12.0, tau_ms: 20.0, short_flows: 20 }
+        MultipathParams { reps: 3, seed: 1, bulk_mb: 12.0, tau_ms: 20.0, short_flows: 20, mobility_s: 30.0, speed_mps: 10.0 }
     }
 }
 
@@ -86,8 +91,16 @@ fn mp_run(cfg: MpConfig, paths: Vec<MpPath>, messages: u32, seed: u64) -> MpRun 
     MpRun { app_buffer_bytes: 4 * MESSAGE, ..MpRun::new(cfg, paths, messages, MESSAGE, seed) }
 }
 
+/// How long a run lasts: until `n` messages arrived (each must), or for a time (as many as
+/// the paths carry; they must arrive in order).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Until {
+    Delivered(u32),
+    Time(Duration),
+}
+
 /// One run of `sys` over `paths`.
-fn run_system(sys: System, paths: &[MpPath], messages: u32, tau_ms: f64, seed: u64) -> Result<MpOutcome, String> {
+fn run_system(sys: System, paths: &[MpPath], until: Until, tau_ms: f64, seed: u64) -> Result<MpOutcome, String> {
     let (cfg, paths) = match sys {
         System::Cohort => (ldmpsp(tau_ms, seed), paths.to_vec()),
         System::MinRtt => (MpConfig { scheduler: Scheduler::MinRtt, seed, ..MpConfig::default() }, paths.to_vec()),
@@ -96,8 +109,15 @@ fn run_system(sys: System, paths: &[MpPath], messages: u32, tau_ms: f64, seed: u
         }
         System::Path(i) => (ldmpsp(tau_ms, seed), vec![paths[i].clone()]),
     };
-    let o = run(&mp_run(cfg, paths, messages, seed)).map_err(|e| e.to_string())?;
-    if o.delivered != messages || !o.in_order {
+    let (messages, limit) = match until {
+        Until::Delivered(n) => (n, None),
+        Until::Time(d) => (u32::MAX / 2, Some(d)),
+    };
+    let mut r = mp_run(cfg, paths, messages, seed);
+    r.limit = limit.unwrap_or(r.limit);
+    let o = run(&r).map_err(|e| e.to_string())?;
+    let complete = limit.is_some() || o.delivered == messages;
+    if !complete || !o.in_order || o.delivered == 0 {
         return Err(format!(
             "{} seed {seed}: {} of {messages} delivered, in order {} (replay: cohort bench multipath --seed {seed} --reps 1)",
             sys.name(),
@@ -113,7 +133,7 @@ fn alternate(
     p: &MultipathParams,
     systems: &[System],
     paths: &[MpPath],
-    messages: u32,
+    until: Until,
     tau_ms: f64,
 ) -> Result<Vec<Vec<MpOutcome>>, String> {
     let mut out = vec![Vec::new(); systems.len()];
@@ -121,7 +141,7 @@ fn alternate(
         for k in 0..systems.len() {
             // Rotate the order each repetition.
             let i = (k + rep as usize) % systems.len();
-            out[i].push(run_system(systems[i], paths, messages, tau_ms, p.seed + rep)?);
+            out[i].push(run_system(systems[i], paths, until, tau_ms, p.seed + rep)?);
         }
     }
     Ok(out)
@@ -170,16 +190,22 @@ fn regret(o: &MpOutcome, truth: &[f64], m: usize, rounds: usize) -> f64 {
 /// Runs the bench; the JSON report.
 pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
     let positive = |x: f64| x.is_finite() && x > 0.0;
-    if p.reps == 0 || !positive(p.bulk_mb) || !positive(p.tau_ms) || p.short_flows == 0 {
-        return Err("reps, bulk size, tau and short flows must be positive".into());
+    if p.reps == 0
+        || !positive(p.bulk_mb)
+        || !positive(p.tau_ms)
+        || p.short_flows == 0
+        || !positive(p.mobility_s)
+        || !positive(p.speed_mps)
+    {
+        return Err("reps, bulk size, tau, short flows, mobility time and speed must be positive".into());
     }
     let messages = ((p.bulk_mb * 1e6) / MESSAGE as f64).ceil() as u32;
     let systems = [System::Cohort, System::MinRtt, System::RoundRobin, System::Path(0), System::Path(1)];
     let names: Vec<String> = systems.iter().map(System::name).collect();
     let mut report = serde_json::Map::new();
-    let mut scenario = |name: &str, paths: Vec<MpPath>| -> Result<Vec<Vec<MpOutcome>>, String> {
+    let mut scenario = |name: &str, paths: Vec<MpPath>, until: Until| -> Result<Vec<Vec<MpOutcome>>, String> {
         progress(name);
-        let r = alternate(p, &systems, &paths, messages, p.tau_ms)?;
+        let r = alternate(p, &systems, &paths, until, p.tau_ms)?;
         let mut v = serde_json::Map::new();
         for (n, runs) in names.iter().zip(&r) {
             v.insert(n.clone(), pooled(runs));
@@ -189,22 +215,29 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
         Ok(r)
     };
     let fast_slow = || vec![link(20.0, 10, 0.0), link(10.0, 10, 0.0)];
-    let stat = scenario("static", fast_slow())?;
+    let bulk = Until::Delivered(messages);
+    let stat = scenario("static", fast_slow(), bulk)?;
     let mut lossy = fast_slow();
     lossy[1] = link(10.0, 10, 0.10);
-    let loss = scenario("loss", lossy)?;
+    let loss = scenario("loss", lossy, bulk)?;
     // Each path out once, at fixed shares of the transfer's time at the paths' sum rate
     // (`est`): the faster for 20% of it from 30%, the slower for 10% from 60%.
     let est = p.bulk_mb * 8.0 / 30.0 * 1e3;
     let mut handoff_paths = fast_slow();
     handoff_paths[0].outages.push((ms(0.3 * est), ms(0.5 * est)));
     handoff_paths[1].outages.push((ms(0.6 * est), ms(0.7 * est)));
-    let handoff = scenario("handoff", handoff_paths)?;
+    let handoff = scenario("handoff", handoff_paths, bulk)?;
+    // Mobility: a drone at `speed` round an ellipse past three 5 GHz and three 2.4 GHz access
+    // points, one radio per band (`cohort_sim::mobility`), for `mobility_s`.
+    let lap = Duration::from_secs_f64(p.mobility_s);
+    let moving = cohort_sim::mobility::Mobility::elliptical(p.speed_mps);
+    let radios = [cohort_sim::mobility::Band::G5, cohort_sim::mobility::Band::G24];
+    let mobility = scenario("mobility", cohort_sim::mobility::paths(&moving, &radios, lap), Until::Time(lap))?;
 
     // Delay target: Cohort with and without τ (a target of 10 s never binds).
     progress("delay target");
     let no_target: Vec<MpOutcome> = (0..p.reps)
-        .map(|r| run_system(System::Cohort, &fast_slow(), messages, 10_000.0, p.seed + r))
+        .map(|r| run_system(System::Cohort, &fast_slow(), bulk, 10_000.0, p.seed + r))
         .collect::<Result<_, _>>()?;
     let met: Vec<f64> = stat[0].iter().map(|o| met_share(o, p.tau_ms)).collect();
     let (met_m, met_h) = mean_ci95(&met);
@@ -228,7 +261,7 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
         for f in 0..p.short_flows {
             let seed = (p.seed + rep) * 1000 + u64::from(f);
             for (k, sys) in short_systems.iter().enumerate() {
-                let o = run_system(*sys, &short_paths, flow, p.tau_ms, seed)?;
+                let o = run_system(*sys, &short_paths, Until::Delivered(flow), p.tau_ms, seed)?;
                 let (Some(s), Some(e)) = (o.established, o.completed) else {
                     return Err("short flow unfinished".into());
                 };
@@ -300,6 +333,9 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
             "static_application_share_of_wire": round(mean(&util.iter().map(|u| u.1).collect::<Vec<_>>()), 4),
             "loss_goodput_ratio_vs_minrtt": round(g(&loss, 0) / g(&loss, 1).max(1e-9), 3),
             "handoff_goodput_ratio_vs_minrtt": round(g(&handoff, 0) / g(&handoff, 1).max(1e-9), 3),
+            "mobility_goodput_ratio_vs_minrtt": round(g(&mobility, 0) / g(&mobility, 1).max(1e-9), 3),
+            "mobility_goodput_ratio_vs_best_radio": round(g(&mobility, 0) / g(&mobility, 3).max(g(&mobility, 4)).max(1e-9), 3),
+            "mobility_max_stall_ms": round(mobility[0].iter().map(|o| o.max_stall_ms).fold(0.0, f64::max), 1),
             "max_stall_ms": round(handoff[0].iter().map(|o| o.max_stall_ms).fold(0.0, f64::max), 1),
             "delay_target_met_share": round(met_m, 4),
             "short_flow_ratio_vs_best_path": round(means[0].0 / best_path.max(1e-9), 3),
@@ -311,8 +347,8 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
     report.insert(
         "command".into(),
         json!(format!(
-            "cohort bench multipath --json --reps {} --seed {} --bulk-mb {} --tau-ms {} --short-flows {}",
-            p.reps, p.seed, p.bulk_mb, p.tau_ms, p.short_flows
+            "cohort bench multipath --json --reps {} --seed {} --bulk-mb {} --tau-ms {} --short-flows {} --mobility-s {} --speed-mps {}",
+            p.reps, p.seed, p.bulk_mb, p.tau_ms, p.short_flows, p.mobility_s, p.speed_mps
         )),
     );
     Ok(Value::Object(report))
@@ -326,12 +362,13 @@ mod tests {
     /// everything in order (`run_system` refuses otherwise).
     #[test]
     fn a_small_bench_reports_every_figure() {
-        let p = MultipathParams { reps: 1, bulk_mb: 0.5, short_flows: 2, ..MultipathParams::default() };
+        let p = MultipathParams { reps: 1, bulk_mb: 0.5, short_flows: 2, mobility_s: 2.0, ..MultipathParams::default() };
         let r = run_bench(&p, |_| {}).unwrap();
         for k in [
             "static_share_of_sum",
             "loss_goodput_ratio_vs_minrtt",
             "handoff_goodput_ratio_vs_minrtt",
+            "mobility_goodput_ratio_vs_minrtt",
             "max_stall_ms",
             "delay_target_met_share",
             "short_flow_ratio_vs_best_path",

@@ -84,6 +84,11 @@ struct MultipathArgs {
     /// 64 KiB flows per repetition in the short-flow part.
     #[arg(long, default_value_t = 20)]
     short_flows: u32,
+    /// Seconds of each mobility run, and the drone's speed in m/s.
+    #[arg(long, default_value_t = 30.0)]
+    mobility_s: f64,
+    #[arg(long, default_value_t = 10.0)]
+    speed_mps: f64,
     /// Also write the JSON next to this PNG (goodput per scenario and system).
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -517,6 +522,8 @@ fn multipath(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
         bulk_mb: a.bulk_mb,
         tau_ms: a.tau_ms,
         short_flows: a.short_flows,
+        mobility_s: a.mobility_s,
+        speed_mps: a.speed_mps,
     };
     let r =
         cohort_bench::multipath::run_bench(&p, |what| eprintln!("multipath: {what}")).map_err(BenchError::Invalid)?;
@@ -524,7 +531,7 @@ fn multipath(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
     if a.json {
         println!("{json}");
     } else {
-        for scenario in ["static", "loss", "handoff"] {
+        for scenario in ["static", "loss", "handoff", "mobility"] {
             for (system, s) in r[scenario].as_object().into_iter().flatten().filter(|(k, _)| *k != "vs_minrtt") {
                 println!(
                     "{scenario:<8} {system:<11} goodput {:>7.2} ± {:.2} Mbit/s ({} runs), delay p99 {:>7.1} ms, longest stall {:>6.1} ms",

@@ -9,6 +9,7 @@
 pub mod crl;
 pub mod engine;
 pub mod group;
+pub mod mobility;
 pub mod multipath;
 pub mod scenario;
 

@@ -18,16 +18,18 @@ use std::time::Duration;
 /// (42) and UDP/IPv4 (28).
 pub const UNDER_MP: usize = 70;
 
-/// One path: its link (the same both ways) and when it is out (`[from, to)` from the start).
+/// One path: its link (the same both ways), when it is out (`[from, to)` from the start), and
+/// when its link changes (rate, delay, loss: a trace, see [`crate::mobility`]), in time order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MpPath {
     pub link: LinkParams,
     pub outages: Vec<(Duration, Duration)>,
+    pub changes: Vec<(Duration, LinkParams)>,
 }
 
 impl MpPath {
     pub fn new(link: LinkParams) -> Self {
-        MpPath { link, outages: Vec::new() }
+        MpPath { link, outages: Vec::new(), changes: Vec::new() }
     }
 
     fn out_at(&self, t: Duration) -> bool {
@@ -75,7 +77,8 @@ pub struct MpOutcome {
     /// When the connection was up, and when the last message arrived (from the start).
     pub established: Option<Duration>,
     pub completed: Option<Duration>,
-    /// Application bytes per second from the connection's start to the last delivery, Mbit/s.
+    /// Application bits per second from the connection's start to the last delivery (all of
+    /// the transfer, or what arrived by the limit), Mbit/s.
     pub goodput_mbps: f64,
     /// Each message's delay from `send` to `recv`, ms, in message order.
     pub delays_ms: Vec<f64>,
@@ -120,8 +123,16 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
     let (mut in_order, mut established, mut completed) = (true, None, None);
     let (mut last_delivery, mut max_stall) = (None::<Instant>, Duration::ZERO);
     let mut wire = 0u64;
+    let mut next_change = vec![0usize; n];
     while now < end && delivered < r.messages {
         let t = now.saturating_duration_since(Instant::ZERO);
+        for (p, path) in r.paths.iter().enumerate() {
+            while let Some(&(_, params)) = path.changes.get(next_change[p]).filter(|c| c.0 <= t) {
+                links[p].up.set_params(params)?;
+                links[p].down.set_params(params)?;
+                next_change[p] += 1;
+            }
+        }
         a.handle_timeout(now);
         b.handle_timeout(now);
         if a.conn().state() == &State::Established {
@@ -175,8 +186,8 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
             .flatten()
             .min()
             .unwrap_or(now + Duration::from_millis(5));
-        // Outage edges and the application's writes need no wake-up of their own: 5 ms steps
-        // at most keep them on time.
+        // Outage edges, link changes and the application's writes need no wake-up of their
+        // own: 5 ms steps at most keep them on time.
         now = wake.max(now + Duration::from_micros(1)).min(now + Duration::from_millis(5));
     }
     if delivered < r.messages
@@ -184,7 +195,10 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
     {
         max_stall = max_stall.max(now.saturating_duration_since(l));
     }
-    let goodput_mbps = match (established, completed) {
+    // Over the connection's life up to the last delivery (the whole transfer when it
+    // completed; what arrived by the limit otherwise).
+    let last = completed.or(last_delivery.map(|l| l.saturating_duration_since(Instant::ZERO)));
+    let goodput_mbps = match (established, last) {
         (Some(s), Some(e)) if e > s => {
             f64::from(delivered) * r.message_bytes as f64 * 8.0 / (e - s).as_secs_f64() / 1e6
         }
