@@ -43,7 +43,15 @@ pub struct MultipathParams {
 
 impl Default for MultipathParams {
     fn default() -> Self {
-        MultipathParams { reps: 3, seed: 1, bulk_mb: 12.0, tau_ms: 20.0, short_flows: 20, mobility_s: 30.0, speed_mps: 10.0 }
+        MultipathParams {
+            reps: 3,
+            seed: 1,
+            bulk_mb: 12.0,
+            tau_ms: 20.0,
+            short_flows: 20,
+            mobility_s: 30.0,
+            speed_mps: 10.0,
+        }
     }
 }
 
@@ -362,7 +370,8 @@ mod tests {
     /// everything in order (`run_system` refuses otherwise).
     #[test]
     fn a_small_bench_reports_every_figure() {
-        let p = MultipathParams { reps: 1, bulk_mb: 0.5, short_flows: 2, mobility_s: 2.0, ..MultipathParams::default() };
+        let p =
+            MultipathParams { reps: 1, bulk_mb: 0.5, short_flows: 2, mobility_s: 2.0, ..MultipathParams::default() };
         let r = run_bench(&p, |_| {}).unwrap();
         for k in [
             "static_share_of_sum",

@@ -109,8 +109,16 @@ pub fn rx_dbm(band: Band, d: f64) -> f64 {
 }
 
 /// 802.11-2016 Table 17-18, 20 MHz: (data rate Mbit/s, minimum sensitivity dBm).
-const OFDM: [(f64, f64); 8] =
-    [(6.0, -82.0), (9.0, -81.0), (12.0, -79.0), (18.0, -77.0), (24.0, -74.0), (36.0, -70.0), (48.0, -66.0), (54.0, -65.0)];
+const OFDM: [(f64, f64); 8] = [
+    (6.0, -82.0),
+    (9.0, -81.0),
+    (12.0, -79.0),
+    (18.0, -77.0),
+    (24.0, -74.0),
+    (36.0, -70.0),
+    (48.0, -66.0),
+    (54.0, -65.0),
+];
 
 /// What one station's DCF exchange delivers of OFDM rate `mbps` with 1500-byte frames
 /// (802.11-2016 §17: 9 µs slots, SIFS 16 µs, DIFS 34 µs, CWmin 15, 20 µs preamble and SIGNAL,
