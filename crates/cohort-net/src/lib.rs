@@ -13,6 +13,7 @@
 //!   way out, authenticated before anything else looks at it on the way in.
 
 mod backlog;
+mod endpoint;
 pub mod group;
 mod keyx;
 mod lrt;

@@ -1,10 +1,11 @@
 //! `LrtSocket`: one LRT connection over a UDP socket.
 
+use crate::endpoint;
 use crate::keyx::{Handshake, KeyExchange, KeyExchangeStats};
 use crate::secure::SecureError;
-use crate::shared::{Shared, Wait};
+use crate::shared::Shared;
 use crate::timer::TimerFd;
-use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection, SendError, State};
+use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection, State};
 use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
@@ -14,7 +15,7 @@ use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SOCKET: Token = Token(0);
 const TIMER: Token = Token(1);
@@ -123,20 +124,24 @@ struct Inner {
     shutdown: bool,
 }
 
+impl endpoint::Driven for Inner {
+    fn conn(&self) -> &Connection {
+        &self.conn
+    }
+    fn conn_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+    fn is_shutdown(&self) -> bool {
+        self.shutdown
+    }
+}
+
 /// A coded-transport connection over UDP. See the [crate docs](crate).
 #[derive(Debug)]
 pub struct LrtSocket {
     shared: Arc<Shared<Inner>>,
     thread: Option<JoinHandle<()>>,
     local: SocketAddr,
-}
-
-/// The error of a wait the driver's end cut short.
-fn stopped(i: &Inner) -> NetError {
-    match i.conn.state() {
-        State::Closed(r) => NetError::Closed(r.clone()),
-        _ => NetError::Io(io::Error::other("driver stopped")),
-    }
 }
 
 pub(crate) fn bind(addr: SocketAddr, cfg: &SocketConfig) -> Result<std::net::UdpSocket, NetError> {
@@ -229,11 +234,7 @@ impl LrtSocket {
 
     /// Waits (up to `timeout`, or forever) until the handshake is done.
     pub fn wait_connected(&self, timeout: Option<Duration>) -> Result<(), NetError> {
-        self.wait_for(timeout, |i| i.conn.state() != &State::Handshaking)?;
-        match self.shared.lock().conn.state() {
-            State::Closed(r) => Err(NetError::Closed(r.clone())),
-            _ => Ok(()),
-        }
+        endpoint::wait_connected(&self.shared, timeout)
     }
 
     /// Binds `addr` and waits (up to `timeout`, or forever) for one peer to connect.
@@ -243,67 +244,24 @@ impl LrtSocket {
         Ok(s)
     }
 
-    /// Waits until `done` holds (or the driver stopped); `TimedOut` after `timeout`.
-    fn wait_for(&self, timeout: Option<Duration>, done: impl FnMut(&mut Inner) -> bool) -> Result<(), NetError> {
-        let (g, w) = self.shared.wait_until(timeout.map(|t| Instant::now() + t), |i| i.shutdown, done);
-        match w {
-            Wait::Done => Ok(()),
-            Wait::TimedOut => Err(NetError::TimedOut),
-            Wait::Stopped => Err(stopped(&g)),
-        }
-    }
-
     /// Queues a message without blocking.
     pub fn try_send(&self, msg: &[u8]) -> Result<(), NetError> {
-        let r = self.shared.lock().conn.send(msg);
-        match r {
-            Ok(()) => {
-                self.shared.waker.wake()?;
-                Ok(())
-            }
-            Err(SendError::WouldBlock) => Err(NetError::WouldBlock),
-            Err(SendError::Size(n)) => Err(NetError::MessageSize(n)),
-            Err(SendError::Closed(r)) => Err(NetError::Closed(r)),
-        }
+        endpoint::try_send(&self.shared, msg)
     }
 
     /// Queues a message, waiting while the send buffer is full.
     pub fn send(&self, msg: &[u8]) -> Result<(), NetError> {
-        loop {
-            match self.try_send(msg) {
-                Err(NetError::WouldBlock) => {
-                    self.wait_for(None, |i| i.conn.send_queued_bytes() < i.conn.config().send_buffer_bytes / 2)?
-                }
-                other => return other,
-            }
-        }
+        endpoint::send(&self.shared, msg)
     }
 
     /// The next message without blocking.
     pub fn try_recv(&self) -> Result<Option<Vec<u8>>, NetError> {
-        let r = self.shared.lock().conn.recv();
-        let m = r.map_err(|lrt::RecvError::Closed(r)| NetError::Closed(r))?;
-        if m.is_some() {
-            // Room in the receive buffer may let more symbols be released and acknowledged.
-            self.shared.waker.wake()?;
-        }
-        Ok(m)
+        endpoint::try_recv(&self.shared)
     }
 
     /// The next message, waiting up to `timeout` (forever with `None`).
     pub fn recv_timeout(&self, timeout: Option<Duration>) -> Result<Vec<u8>, NetError> {
-        let mut got = None;
-        self.wait_for(timeout, |i| {
-            got = Some(i.conn.recv());
-            !matches!(got, Some(Ok(None)))
-        })?;
-        // Room in the receive buffer may let more symbols be released and acknowledged.
-        self.shared.waker.wake()?;
-        match got {
-            Some(Ok(Some(m))) => Ok(m),
-            Some(Err(lrt::RecvError::Closed(r))) => Err(NetError::Closed(r)),
-            _ => Err(NetError::TimedOut),
-        }
+        endpoint::recv_timeout(&self.shared, timeout)
     }
 
     /// The next message, waiting as long as it takes.
@@ -314,41 +272,17 @@ impl LrtSocket {
     /// Async `send`: resolves once the message is queued. Works on any executor: the driver
     /// thread wakes the task.
     pub async fn send_async(&self, msg: &[u8]) -> Result<(), NetError> {
-        loop {
-            let seen = self.shared.generation();
-            match self.try_send(msg) {
-                Err(NetError::WouldBlock) => self.changed_since(seen).await?,
-                other => return other,
-            }
-        }
+        endpoint::send_async(&self.shared, msg).await
     }
 
     /// Async `recv`.
     pub async fn recv_async(&self) -> Result<Vec<u8>, NetError> {
-        loop {
-            let seen = self.shared.generation();
-            if let Some(m) = self.try_recv()? {
-                return Ok(m);
-            }
-            self.changed_since(seen).await?;
-        }
-    }
-
-    /// Resolves once the driver reports a change after generation `seen`.
-    async fn changed_since(&self, seen: u64) -> Result<(), NetError> {
-        if self.shared.changed_since(seen, |i| i.shutdown).await { Ok(()) } else { Err(stopped(&self.shared.lock())) }
+        endpoint::recv_async(&self.shared).await
     }
 
     /// Waits until everything sent so far has been seen by the peer.
     pub fn flush(&self, timeout: Option<Duration>) -> Result<(), NetError> {
-        self.wait_for(timeout, |i| {
-            matches!(i.conn.state(), State::Closed(_))
-                || (i.conn.send_queued_bytes() == 0 && i.conn.unacked_symbols() == 0)
-        })?;
-        match self.shared.lock().conn.state() {
-            State::Closed(r) => Err(NetError::Closed(r.clone())),
-            _ => Ok(()),
-        }
+        endpoint::flush(&self.shared, timeout)
     }
 
     /// Counters so far.

@@ -7,22 +7,22 @@
 //! every path, is a secure frame of kind `MULTIPATH` under the session's keys. A listening
 //! socket learns each path's peer address from the first authentic datagram on that path.
 
+use crate::endpoint;
 use crate::keyx::{Handshake, KeyExchange, KeyExchangeStats};
 use crate::lrt::{NetError, SocketConfig, bind};
-use crate::shared::{Shared, Wait};
+use crate::shared::Shared;
 use crate::timer::TimerFd;
-use cohort_proto::lrt::{self, ConnStats, Connection, SendError, State};
+use cohort_proto::lrt::{ConnStats, Connection, State};
 use cohort_proto::multipath::{MpConfig, MpConnection, MpStats};
 use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
-use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Counters of a multipath socket, besides the connection's and the scheduler's own.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -61,10 +61,15 @@ pub struct MpLrtSocket {
     locals: Vec<SocketAddr>,
 }
 
-fn stopped(i: &Inner) -> NetError {
-    match i.conn.conn().state() {
-        State::Closed(r) => NetError::Closed(r.clone()),
-        _ => NetError::Io(io::Error::other("driver stopped")),
+impl endpoint::Driven for Inner {
+    fn conn(&self) -> &Connection {
+        self.conn.conn()
+    }
+    fn conn_mut(&mut self) -> &mut Connection {
+        self.conn.conn_mut()
+    }
+    fn is_shutdown(&self) -> bool {
+        self.shutdown
     }
 }
 
@@ -142,78 +147,46 @@ impl MpLrtSocket {
 
     /// Waits (up to `timeout`, or forever) until the handshake is done.
     pub fn wait_connected(&self, timeout: Option<Duration>) -> Result<(), NetError> {
-        self.wait_for(timeout, |i| i.conn.conn().state() != &State::Handshaking)?;
-        match self.shared.lock().conn.conn().state() {
-            State::Closed(r) => Err(NetError::Closed(r.clone())),
-            _ => Ok(()),
-        }
-    }
-
-    fn wait_for(&self, timeout: Option<Duration>, done: impl FnMut(&mut Inner) -> bool) -> Result<(), NetError> {
-        let (g, w) = self.shared.wait_until(timeout.map(|t| Instant::now() + t), |i| i.shutdown, done);
-        match w {
-            Wait::Done => Ok(()),
-            Wait::TimedOut => Err(NetError::TimedOut),
-            Wait::Stopped => Err(stopped(&g)),
-        }
+        endpoint::wait_connected(&self.shared, timeout)
     }
 
     /// Queues a message without blocking.
     pub fn try_send(&self, msg: &[u8]) -> Result<(), NetError> {
-        let r = self.shared.lock().conn.conn_mut().send(msg);
-        match r {
-            Ok(()) => {
-                self.shared.waker.wake()?;
-                Ok(())
-            }
-            Err(SendError::WouldBlock) => Err(NetError::WouldBlock),
-            Err(SendError::Size(n)) => Err(NetError::MessageSize(n)),
-            Err(SendError::Closed(r)) => Err(NetError::Closed(r)),
-        }
+        endpoint::try_send(&self.shared, msg)
     }
 
     /// Queues a message, waiting while the send buffer is full.
     pub fn send(&self, msg: &[u8]) -> Result<(), NetError> {
-        loop {
-            match self.try_send(msg) {
-                Err(NetError::WouldBlock) => self.wait_for(None, |i| {
-                    let c = i.conn.conn();
-                    c.send_queued_bytes() < c.config().send_buffer_bytes / 2
-                })?,
-                other => return other,
-            }
-        }
+        endpoint::send(&self.shared, msg)
+    }
+
+    /// The next message without blocking.
+    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, NetError> {
+        endpoint::try_recv(&self.shared)
     }
 
     /// The next message, waiting up to `timeout` (forever with `None`).
     pub fn recv_timeout(&self, timeout: Option<Duration>) -> Result<Vec<u8>, NetError> {
-        let mut got = None;
-        self.wait_for(timeout, |i| {
-            got = Some(i.conn.conn_mut().recv());
-            !matches!(got, Some(Ok(None)))
-        })?;
-        self.shared.waker.wake()?;
-        match got {
-            Some(Ok(Some(m))) => Ok(m),
-            Some(Err(lrt::RecvError::Closed(r))) => Err(NetError::Closed(r)),
-            _ => Err(NetError::TimedOut),
-        }
+        endpoint::recv_timeout(&self.shared, timeout)
     }
 
     pub fn recv(&self) -> Result<Vec<u8>, NetError> {
         self.recv_timeout(None)
     }
 
+    /// Async `send` (any executor).
+    pub async fn send_async(&self, msg: &[u8]) -> Result<(), NetError> {
+        endpoint::send_async(&self.shared, msg).await
+    }
+
+    /// Async `recv`.
+    pub async fn recv_async(&self) -> Result<Vec<u8>, NetError> {
+        endpoint::recv_async(&self.shared).await
+    }
+
     /// Waits until everything sent so far has been seen by the peer.
     pub fn flush(&self, timeout: Option<Duration>) -> Result<(), NetError> {
-        self.wait_for(timeout, |i| {
-            let c = i.conn.conn();
-            matches!(c.state(), State::Closed(_)) || (c.send_queued_bytes() == 0 && c.unacked_symbols() == 0)
-        })?;
-        match self.shared.lock().conn.conn().state() {
-            State::Closed(r) => Err(NetError::Closed(r.clone())),
-            _ => Ok(()),
-        }
+        endpoint::flush(&self.shared, timeout)
     }
 
     pub fn stats(&self) -> MpSocketStats {

@@ -1,0 +1,143 @@
+//! The application's side of a socket that carries one LRT connection (`LrtSocket`,
+//! `MpLrtSocket`): sending, receiving, flushing and waiting, blocking and async, over the state
+//! the driver thread shares.
+
+use crate::lrt::NetError;
+use crate::shared::{Shared, Wait};
+use cohort_proto::lrt::{self, Connection, SendError, State};
+use std::time::{Duration, Instant};
+
+/// Driver state that holds an LRT connection.
+pub(crate) trait Driven {
+    fn conn(&self) -> &Connection;
+    fn conn_mut(&mut self) -> &mut Connection;
+    /// The driver thread has stopped.
+    fn is_shutdown(&self) -> bool;
+}
+
+/// The error of a wait the driver's end cut short.
+fn stopped<T: Driven>(i: &T) -> NetError {
+    match i.conn().state() {
+        State::Closed(r) => NetError::Closed(r.clone()),
+        _ => NetError::Io(std::io::Error::other("driver stopped")),
+    }
+}
+
+/// `Closed` if the connection is, otherwise `Ok`.
+fn open_or_closed<T: Driven>(shared: &Shared<T>) -> Result<(), NetError> {
+    match shared.lock().conn().state() {
+        State::Closed(r) => Err(NetError::Closed(r.clone())),
+        _ => Ok(()),
+    }
+}
+
+/// Waits until `done` holds (or the driver stopped); `TimedOut` after `timeout`.
+pub(crate) fn wait_for<T: Driven>(
+    shared: &Shared<T>,
+    timeout: Option<Duration>,
+    done: impl FnMut(&mut T) -> bool,
+) -> Result<(), NetError> {
+    let (g, w) = shared.wait_until(timeout.map(|t| Instant::now() + t), |i| i.is_shutdown(), done);
+    match w {
+        Wait::Done => Ok(()),
+        Wait::TimedOut => Err(NetError::TimedOut),
+        Wait::Stopped => Err(stopped(&*g)),
+    }
+}
+
+/// Waits (up to `timeout`, or forever) until the handshake is done.
+pub(crate) fn wait_connected<T: Driven>(shared: &Shared<T>, timeout: Option<Duration>) -> Result<(), NetError> {
+    wait_for(shared, timeout, |i| i.conn().state() != &State::Handshaking)?;
+    open_or_closed(shared)
+}
+
+/// Queues a message without blocking.
+pub(crate) fn try_send<T: Driven>(shared: &Shared<T>, msg: &[u8]) -> Result<(), NetError> {
+    let r = shared.lock().conn_mut().send(msg);
+    match r {
+        Ok(()) => {
+            shared.waker.wake()?;
+            Ok(())
+        }
+        Err(SendError::WouldBlock) => Err(NetError::WouldBlock),
+        Err(SendError::Size(n)) => Err(NetError::MessageSize(n)),
+        Err(SendError::Closed(r)) => Err(NetError::Closed(r)),
+    }
+}
+
+/// Queues a message, waiting while the send buffer is full.
+pub(crate) fn send<T: Driven>(shared: &Shared<T>, msg: &[u8]) -> Result<(), NetError> {
+    loop {
+        match try_send(shared, msg) {
+            Err(NetError::WouldBlock) => wait_for(shared, None, |i| {
+                let c = i.conn();
+                c.send_queued_bytes() < c.config().send_buffer_bytes / 2
+            })?,
+            other => return other,
+        }
+    }
+}
+
+/// The next message without blocking.
+pub(crate) fn try_recv<T: Driven>(shared: &Shared<T>) -> Result<Option<Vec<u8>>, NetError> {
+    let r = shared.lock().conn_mut().recv();
+    let m = r.map_err(|lrt::RecvError::Closed(r)| NetError::Closed(r))?;
+    if m.is_some() {
+        // Room in the receive buffer may let more symbols be released and acknowledged.
+        shared.waker.wake()?;
+    }
+    Ok(m)
+}
+
+/// The next message, waiting up to `timeout` (forever with `None`).
+pub(crate) fn recv_timeout<T: Driven>(shared: &Shared<T>, timeout: Option<Duration>) -> Result<Vec<u8>, NetError> {
+    let mut got = None;
+    wait_for(shared, timeout, |i| {
+        got = Some(i.conn_mut().recv());
+        !matches!(got, Some(Ok(None)))
+    })?;
+    // Room in the receive buffer may let more symbols be released and acknowledged.
+    shared.waker.wake()?;
+    match got {
+        Some(Ok(Some(m))) => Ok(m),
+        Some(Err(lrt::RecvError::Closed(r))) => Err(NetError::Closed(r)),
+        _ => Err(NetError::TimedOut),
+    }
+}
+
+/// Resolves once the driver reports a change after generation `seen`.
+async fn changed_since<T: Driven>(shared: &Shared<T>, seen: u64) -> Result<(), NetError> {
+    if shared.changed_since(seen, |i| i.is_shutdown()).await { Ok(()) } else { Err(stopped(&*shared.lock())) }
+}
+
+/// Async `send`: resolves once the message is queued. Works on any executor: the driver
+/// thread wakes the task.
+pub(crate) async fn send_async<T: Driven>(shared: &Shared<T>, msg: &[u8]) -> Result<(), NetError> {
+    loop {
+        let seen = shared.generation();
+        match try_send(shared, msg) {
+            Err(NetError::WouldBlock) => changed_since(shared, seen).await?,
+            other => return other,
+        }
+    }
+}
+
+/// Async `recv`.
+pub(crate) async fn recv_async<T: Driven>(shared: &Shared<T>) -> Result<Vec<u8>, NetError> {
+    loop {
+        let seen = shared.generation();
+        if let Some(m) = try_recv(shared)? {
+            return Ok(m);
+        }
+        changed_since(shared, seen).await?;
+    }
+}
+
+/// Waits until everything sent so far has been seen by the peer.
+pub(crate) fn flush<T: Driven>(shared: &Shared<T>, timeout: Option<Duration>) -> Result<(), NetError> {
+    wait_for(shared, timeout, |i| {
+        let c = i.conn();
+        matches!(c.state(), State::Closed(_)) || (c.send_queued_bytes() == 0 && c.unacked_symbols() == 0)
+    })?;
+    open_or_closed(shared)
+}
