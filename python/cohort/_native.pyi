@@ -4,6 +4,21 @@
 
 from typing import Any, final
 
+__all__ = [
+    "FlowResult",
+    "GroupEvent",
+    "GroupReplies",
+    "GroupRequest",
+    "GroupSocket",
+    "LrtSocket",
+    "Pending",
+    "SaturationReport",
+    "SimOutcome",
+    "Wakeup",
+    "edca_sat",
+    "sim_run",
+]
+
 @final
 class LrtSocket:
     @staticmethod
