@@ -152,7 +152,9 @@ impl From<GroupError> for Error {
             GroupError::Deposed => (Class::State, "Deposed"),
             GroupError::OutcomeDropped => (Class::State, "OutcomeDropped"),
             GroupError::TimedOut => (Class::Timeout, "TimedOut"),
-            GroupError::Stopped => return Error { reason: Some("Stopped"), ..Error::new(Class::Closed, "Stopped", msg) },
+            GroupError::Stopped => {
+                return Error { reason: Some("Stopped"), ..Error::new(Class::Closed, "Stopped", msg) };
+            }
             GroupError::Entropy(_) => (Class::Base, "Entropy"),
         };
         Error::new(class, kind, msg)
@@ -163,14 +165,14 @@ impl From<GroupError> for Error {
 pub fn timeout(seconds: Option<f64>) -> Result<Option<std::time::Duration>, Error> {
     match seconds {
         None => Ok(None),
-        Some(s) if s.is_finite() && s >= 0.0 && s < 1e9 => Ok(Some(std::time::Duration::from_secs_f64(s))),
+        Some(s) if (0.0..1e9).contains(&s) => Ok(Some(std::time::Duration::from_secs_f64(s))),
         Some(s) => Err(Error::config("Timeout", format!("timeout {s} s: must be a finite number >= 0, or None"))),
     }
 }
 
 /// A duration in seconds from Python, for configuration.
 pub fn seconds(name: &str, s: f64) -> Result<std::time::Duration, Error> {
-    if s.is_finite() && s >= 0.0 && s < 1e9 {
+    if (0.0..1e9).contains(&s) {
         Ok(std::time::Duration::from_secs_f64(s))
     } else {
         Err(Error::config("Config", format!("{name} = {s}: must be a finite number of seconds >= 0")))

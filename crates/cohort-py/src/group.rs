@@ -130,14 +130,8 @@ impl PyGroupEvent {
 }
 
 fn event(e: Event) -> PyGroupEvent {
-    let mut out = PyGroupEvent {
-        kind: "",
-        members: None,
-        coordinator: None,
-        pid: None,
-        incarnation: None,
-        reason: None,
-    };
+    let mut out =
+        PyGroupEvent { kind: "", members: None, coordinator: None, pid: None, incarnation: None, reason: None };
     match e {
         Event::BecameCoord { members } => {
             out.kind = "became_coordinator";
@@ -462,13 +456,46 @@ macro_rules! put {
 fn stats_dict<'py>(py: Python<'py>, s: &GroupSocketStats) -> PyResult<Bound<'py, PyDict>> {
     let member = PyDict::new(py);
     let m = &s.member;
-    put!(member, m, frames_sent, bytes_sent, broadcasts_sent, unicasts_sent, requests_sent, replies_sent, polls_sent,
-        joins_sent, pushes_sent, acks_sent, heartbeats_sent, lefts_sent, frames_received, malformed, ignored,
-        suspicions, requests_handled, joins_refused);
+    put!(
+        member,
+        m,
+        frames_sent,
+        bytes_sent,
+        broadcasts_sent,
+        unicasts_sent,
+        requests_sent,
+        replies_sent,
+        polls_sent,
+        joins_sent,
+        pushes_sent,
+        acks_sent,
+        heartbeats_sent,
+        lefts_sent,
+        frames_received,
+        malformed,
+        ignored,
+        suspicions,
+        requests_handled,
+        joins_refused
+    );
     let d = PyDict::new(py);
     d.set_item("member", member)?;
-    put!(d, s, datagrams_sent, wire_bytes_sent, datagrams_received, wire_bytes_received, rejected_frames, own_echoes,
-        pid_conflicts, unicast_fallbacks, send_errors, fragmented_datagrams, events_dropped, outcomes_dropped);
+    put!(
+        d,
+        s,
+        datagrams_sent,
+        wire_bytes_sent,
+        datagrams_received,
+        wire_bytes_received,
+        rejected_frames,
+        own_echoes,
+        pid_conflicts,
+        unicast_fallbacks,
+        send_errors,
+        fragmented_datagrams,
+        events_dropped,
+        outcomes_dropped
+    );
     d.set_item("frames", frames_dict(py, &s.frames)?)?;
     Ok(d)
 }

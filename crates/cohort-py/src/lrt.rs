@@ -226,21 +226,66 @@ pub(crate) fn frames_dict<'py>(
     f: &cohort_wire::frame::RejectCounters,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    put!(d, f, accepted, truncated, bad_version, wrong_team, auth_failed, replayed, too_old, stale_life, new_lives,
-        senders_evicted);
+    put!(
+        d,
+        f,
+        accepted,
+        truncated,
+        bad_version,
+        wrong_team,
+        auth_failed,
+        replayed,
+        too_old,
+        stale_life,
+        new_lives,
+        senders_evicted
+    );
     Ok(d)
 }
 
 fn stats_dict<'py>(py: Python<'py>, s: &SocketStats) -> PyResult<Bound<'py, PyDict>> {
     let conn = PyDict::new(py);
     let c = &s.conn;
-    put!(conn, c, packets_sent, bytes_sent, source_sent, repair_sent, repair_timer_sent, repair_probe_sent, acks_sent,
-        full_rank_acks_sent, packets_received, bytes_received, symbols_received, malformed, out_of_date,
-        symbols_rejected, messages_sent, messages_received, coders_opened, loss_estimate, redundancy, srtt_us);
+    put!(
+        conn,
+        c,
+        packets_sent,
+        bytes_sent,
+        source_sent,
+        repair_sent,
+        repair_timer_sent,
+        repair_probe_sent,
+        acks_sent,
+        full_rank_acks_sent,
+        packets_received,
+        bytes_received,
+        symbols_received,
+        malformed,
+        out_of_date,
+        symbols_rejected,
+        messages_sent,
+        messages_received,
+        coders_opened,
+        loss_estimate,
+        redundancy,
+        srtt_us
+    );
     let d = PyDict::new(py);
     d.set_item("conn", conn)?;
-    put!(d, s, datagrams_sent, wire_bytes_sent, datagrams_received, wire_bytes_received, rejected_frames,
-        foreign_sender, migrations, path_challenges, path_responses, path_refused);
+    put!(
+        d,
+        s,
+        datagrams_sent,
+        wire_bytes_sent,
+        datagrams_received,
+        wire_bytes_received,
+        rejected_frames,
+        foreign_sender,
+        migrations,
+        path_challenges,
+        path_responses,
+        path_refused
+    );
     d.set_item("frames", frames_dict(py, &s.frames)?)?;
     Ok(d)
 }
