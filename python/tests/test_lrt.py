@@ -228,3 +228,32 @@ def test_address_in_use_is_an_io_error(pair: tuple[LrtSocket, LrtSocket]) -> Non
 
 def test_docstring_example_runs() -> None:
     assert doctest.testmod(cohort.lrt, raise_on_error=True).attempted > 0
+
+
+def test_a_receive_cancelled_after_it_took_a_message_keeps_it(pair: tuple[LrtSocket, LrtSocket]) -> None:
+    """The one window where a cancelled task would lose a message: the loop's poll took it and
+    resolved the task's future, and the task is cancelled before it resumed. The next receive
+    gets the message, in order."""
+    from cohort import _aio
+
+    server, client = pair
+
+    async def main() -> None:
+        task = asyncio.create_task(server.recv_async())
+        await asyncio.sleep(0)  # the task polled once and waits
+        bridge = _aio._bridges[asyncio.get_running_loop()]
+        assert len(bridge.waiting) == 1
+        client.send(b"first")
+        client.send(b"second")
+        # Runs until the bridge's poll took the message and resolved the task's future; the
+        # task's resumption is queued behind this coroutine's.
+        while not all(fut.done() for _, fut in bridge.waiting.values()):
+            await asyncio.sleep(0)
+        assert not task.done()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await server.recv_async() == b"first"
+        assert await server.recv_async() == b"second"
+
+    asyncio.run(asyncio.wait_for(main(), WAIT))
