@@ -65,3 +65,7 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'cohort' has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
