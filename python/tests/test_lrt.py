@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import doctest
+import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 
@@ -125,6 +128,25 @@ def test_blocking_recv_releases_the_gil(pair: tuple[LrtSocket, LrtSocket]) -> No
     assert not t.is_alive()
     assert got == [b"wake up"]
     assert total > 0
+
+
+def test_ctrl_c_interrupts_a_recv_that_waits_forever() -> None:
+    code = (
+        "import cohort\n"
+        "s = cohort.LrtSocket.listen('127.0.0.1:0', secret=b'k' * 32, team=1, sender_id=1)\n"
+        "print('waiting', flush=True)\n"
+        "s.recv()\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline() == "waiting\n"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=WAIT)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode != 0
+    assert "KeyboardInterrupt" in err
 
 
 def test_close_ends_a_blocked_recv_with_closed_error() -> None:
