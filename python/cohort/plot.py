@@ -5,7 +5,8 @@ throughput and decoder comparison), ``lrt`` (delay CDFs of LRT and the block sch
 ``fidelity``, ``transport``, ``group`` (GCBRR against its baselines), ``coorp`` (reaction times
 of every seed-000 system and the scalability sweep) or ``coorp-testbed`` (the testbed half's
 reaction-time CDFs) or ``coorp-gate`` (how fast the bulk gate
-holds and releases a foreign upload). The Rust
+holds and releases a foreign upload) or ``multipath`` (goodput per scenario and system, short
+flows, regret). The Rust
 CLI calls this for ``--out``. Exit status 2 means bad arguments or a report of the wrong shape.
 """
 
@@ -325,6 +326,50 @@ def plot_group(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+MP_SYSTEMS = ("cohort", "minrtt", "roundrobin", "path0", "path1")
+MP_COLORS = ("tab:red", "tab:blue", "tab:cyan", "tab:gray", "silver")
+
+
+def plot_multipath(report: dict[str, Any], out: Path) -> None:
+    """Goodput with 95% intervals per scenario and system; short-flow completion; regret."""
+    _need(report, "static", "loss", "handoff", "short", "federated", "summary")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    ax = axes[0]
+    scenarios = ("static", "loss", "handoff")
+    width = 0.8 / len(MP_SYSTEMS)
+    for k, (name, color) in enumerate(zip(MP_SYSTEMS, MP_COLORS, strict=True)):
+        xs = [i + k * width for i in range(len(scenarios))]
+        ys = [report[sc][name]["goodput_mbps"] for sc in scenarios]
+        err = [report[sc][name]["goodput_ci95"] for sc in scenarios]
+        ax.bar(xs, ys, width, yerr=err, label=name, color=color, capsize=2)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(scenarios))], scenarios)
+    ax.set_ylabel("goodput (Mbit/s)")
+    ax.set_title(f"20 + 10 Mbit/s paths ({report['static']['cohort']['runs']} runs each)")
+    ax.legend(fontsize=7)
+    ax.grid(axis="y", alpha=0.3)
+    ax = axes[1]
+    comp = report["short"]["completion_ms"]
+    names = list(comp)
+    ax.bar(names, [comp[n]["mean"] for n in names], yerr=[comp[n]["ci95"] for n in names], capsize=3, color="tab:red")
+    ax.set_ylabel("completion (ms)")
+    ax.set_title(f"{report['short']['flows']} flows of {report['short']['flow_bytes']} B, 20% loss on path0")
+    ax.grid(axis="y", alpha=0.3)
+    ax = axes[2]
+    f = report["federated"]
+    ax.bar(["cold start", "federated"], [f["regret_cold"], f["regret_federated"]], color=["tab:gray", "tab:red"])
+    ax.set_ylabel(f"regret, first {f['rounds']} rounds")
+    ax.set_title(f"{f['paths']} paths, super-arms of {f['super_arm']} ({f['runs']} runs)")
+    ax.grid(axis="y", alpha=0.3)
+    s = report["summary"]
+    fig.suptitle(
+        f"multipath LRT (simulated): {s['static_share_of_sum']} of the paths' sum, "
+        f"x{s['loss_goodput_ratio_vs_minrtt']} min-RTT with 10% loss, stall {s['max_stall_ms']} ms at handoffs"
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coding": plot_coding,
     "lrt": plot_lrt,
@@ -334,6 +379,7 @@ PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coorp": plot_coorp,
     "coorp-gate": plot_coorp_gate,
     "coorp-testbed": plot_coorp_testbed,
+    "multipath": plot_multipath,
 }
 
 

@@ -54,6 +54,7 @@ def test_round_trip_in_order_exactly_once(pair: tuple[LrtSocket, LrtSocket]) -> 
     assert stats["conn"]["messages_sent"] == len(sent)
     assert server.stats()["conn"]["messages_received"] == len(sent)
     assert stats["rejected_frames"] == 0
+    assert stats["keys"]["handshakes_sent"] >= 1, "the session key exchange ran"
     # The client binds the wildcard address; the server saw it from loopback.
     assert server.peer_addr == ("127.0.0.1", client.local_addr[1])
 

@@ -102,6 +102,31 @@ def test_group_chart(tmp_path: Path) -> None:
     assert plot.main(["group", str(write(tmp_path, {"sizes": []})), str(out)]) == 2
 
 
+def test_multipath_chart(tmp_path: Path) -> None:
+    sys_fig = {"goodput_mbps": 20.0, "goodput_ci95": 1.0, "runs": 3}
+    scenario = {n: sys_fig for n in ("cohort", "minrtt", "roundrobin", "path0", "path1")}
+    report = {
+        "static": scenario,
+        "loss": scenario,
+        "handoff": scenario,
+        "short": {"flows": 3, "flow_bytes": 66000, "completion_ms": {"cohort": {"mean": 100.0, "ci95": 5.0}}},
+        "federated": {
+            "regret_cold": 10.0,
+            "regret_federated": 2.0,
+            "rounds": 100,
+            "paths": 4,
+            "super_arm": 2,
+            "runs": 3,
+        },
+        "summary": {"static_share_of_sum": 0.8, "loss_goodput_ratio_vs_minrtt": 1.1, "max_stall_ms": 40.0},
+    }
+    out = tmp_path / "m.png"
+    assert plot.main(["multipath", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    del report["federated"]
+    assert plot.main(["multipath", str(write(tmp_path, report)), str(out)]) == 2
+
+
 def test_bad_arguments_and_reports_are_errors(tmp_path: Path, capsys) -> None:
     assert plot.main(["nope", "a", "b"]) == 2
     assert plot.main(["coding", str(write(tmp_path, {"kernels": {}})), str(tmp_path / "x.png")]) == 2

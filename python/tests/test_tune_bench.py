@@ -92,3 +92,25 @@ def test_tpe_startup_is_the_default_then_random_search() -> None:
         tpe = bench.replay_run(table, "tpe", seed, budget=10)
         rnd = bench.replay_run(table, "random", seed, budget=10)
         assert tpe[:N_STARTUP] == rnd[:N_STARTUP]
+
+
+def test_sign_test() -> None:
+    assert bench.sign_test([1, 2, 3], [1, 2, 3]) == {"wins": 0, "losses": 0, "ties": 3, "p_value": 1.0}
+    r = bench.sign_test([1] * 10, [2] * 10)
+    assert (r["wins"], r["losses"]) == (10, 0) and abs(r["p_value"] - 2 / 1024) < 1e-12
+    r = bench.sign_test([1] * 9 + [3] * 8 + [5] * 3, [2] * 9 + [2] * 8 + [5] * 3)  # the issue's 9-8-3
+    assert (r["wins"], r["losses"], r["ties"]) == (9, 8, 3) and r["p_value"] == 1.0
+
+
+def test_replay_charges_repeated_proposals_as_the_live_tool_does() -> None:
+    """The live tool measures every proposal, also one it measured before; the replay charges a
+    trial for each. The old rule (repeats free) is still available for comparison."""
+    table = json.loads((bench.DATA / "grid_dense.json").read_text())
+    charged = bench.replay_run(table, "tpe", seed=3, budget=25)
+    free = bench.replay_run(table, "tpe", seed=3, budget=25, charge_repeats=False)
+    assert len(charged) == len(free) == 25
+    # TPE repeats itself on this small grid: the charged run sees fewer distinct configurations
+    assert len(set(charged)) < len(charged)
+    r = bench.replay(table, seeds=3, budget=10)
+    assert set(r["paired"]["optuna_vs_random"]) == {"wins", "losses", "ties", "p_value"}
+    assert "free_repeats" in r and r["free_repeats"]["paired"]["optuna_vs_random"]["ties"] >= 0

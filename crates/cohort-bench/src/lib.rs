@@ -15,6 +15,7 @@ pub mod fidelity;
 pub mod group;
 pub mod lrt;
 pub mod medium;
+pub mod multipath;
 pub mod rattan;
 pub mod stats;
 pub mod timer;

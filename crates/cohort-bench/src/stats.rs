@@ -44,6 +44,27 @@ pub fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
 
+/// Student's t quantile for a two-sided 95% interval with `df` degrees of freedom (table for
+/// 1-30, 1.96 beyond).
+fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    T.get(df.wrapping_sub(1)).copied().unwrap_or(1.96)
+}
+
+/// Mean of `v` and the half-width of its 95% confidence interval (Student's t; 0 with fewer
+/// than two values).
+pub fn mean_ci95(v: &[f64]) -> (f64, f64) {
+    let m = mean(v);
+    if v.len() < 2 {
+        return (m, 0.0);
+    }
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64;
+    (m, t95(v.len() - 1) * (var / v.len() as f64).sqrt())
+}
+
 /// The `q`-quantile of sorted `v` (the element at `⌊len·q⌋`); NaN for an empty slice.
 pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
@@ -101,6 +122,10 @@ mod tests {
         let t = thin(&d, 100);
         assert_eq!((t.len(), t[0], *t.last().unwrap()), (101, 1.0, 1000.0));
         assert_eq!(thin(&d[..3], 100), vec![1.0, 2.0, 3.0]);
+        let (m, h) = mean_ci95(&[1.0, 2.0, 3.0]);
+        assert_eq!(m, 2.0);
+        assert!((h - 4.303 * (1.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        assert_eq!(mean_ci95(&[5.0]), (5.0, 0.0));
         let f = DelayFigures::of(&d, 99.0);
         assert_eq!((f.p50_ms, f.max_ms, f.share_at_owd), (501.0, 1000.0, 0.1));
     }

@@ -47,6 +47,10 @@ enum Which {
     /// Coordinated robotic learning on the simulated 802.11ac channel: EDCA, SchedWiFi, COORP
     /// and its halves, control marked and unmarked, and the scalability sweep (seed 000).
     Coorp(CoorpArgs),
+    /// Multipath LRT (seed 001) in the simulator: Cohort's scheduler against min-RTT,
+    /// round-robin and each path alone; static paths, loss, handoffs, short flows, the delay
+    /// target and the federated start.
+    Multipath(MultipathArgs),
     /// How fast the bulk gate holds and releases a foreign TCP upload in the kernel (root).
     #[command(name = "coorp-gate")]
     CoorpGate(CoorpGateArgs),
@@ -59,6 +63,30 @@ enum Which {
         #[arg(long, default_value_t = 500)]
         interval_us: u64,
     },
+}
+
+#[derive(Debug, Args)]
+struct MultipathArgs {
+    /// Print the report as JSON (otherwise a short summary).
+    #[arg(long)]
+    json: bool,
+    /// Repetitions (seeds), systems alternating within each.
+    #[arg(long, default_value_t = 3)]
+    reps: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Megabytes of each bulk transfer.
+    #[arg(long, default_value_t = 12.0)]
+    bulk_mb: f64,
+    /// LD-MPSP's queueing-delay target, ms.
+    #[arg(long, default_value_t = 20.0)]
+    tau_ms: f64,
+    /// 64 KiB flows per repetition in the short-flow part.
+    #[arg(long, default_value_t = 20)]
+    short_flows: u32,
+    /// Also write the JSON next to this PNG (goodput per scenario and system).
+    #[arg(long)]
+    plot: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -312,6 +340,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::CoorpGate(a) => coorp_gate(&a),
         Which::Coorp(a) => coorp(&a),
         Which::Lrt(a) => lrt(&a),
+        Which::Multipath(a) => multipath(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
             if json {
@@ -477,6 +506,41 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
         let thin = |d: &[f64]| cohort_bench::stats::thin(d, 2000);
         v["cdf"] = serde_json::json!({ "lrt": thin(&r.lrt.delays_ms), "block": thin(&r.block.delays_ms) });
         write_and_plot(path, &serde_json::to_string(&v).unwrap_or_default(), "lrt")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn multipath(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
+    let p = cohort_bench::multipath::MultipathParams {
+        reps: a.reps,
+        seed: a.seed,
+        bulk_mb: a.bulk_mb,
+        tau_ms: a.tau_ms,
+        short_flows: a.short_flows,
+    };
+    let r =
+        cohort_bench::multipath::run_bench(&p, |what| eprintln!("multipath: {what}")).map_err(BenchError::Invalid)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        for scenario in ["static", "loss", "handoff"] {
+            for (system, s) in r[scenario].as_object().into_iter().flatten().filter(|(k, _)| *k != "vs_minrtt") {
+                println!(
+                    "{scenario:<8} {system:<11} goodput {:>7.2} ± {:.2} Mbit/s ({} runs), delay p99 {:>7.1} ms, longest stall {:>6.1} ms",
+                    s["goodput_mbps"].as_f64().unwrap_or(f64::NAN),
+                    s["goodput_ci95"].as_f64().unwrap_or(f64::NAN),
+                    s["runs"],
+                    s["delay_p99_ms"].as_f64().unwrap_or(f64::NAN),
+                    s["max_stall_ms"].as_f64().unwrap_or(f64::NAN),
+                );
+            }
+        }
+        println!("summary: {}", r["summary"]);
+        println!("replay: {}", r["command"].as_str().unwrap_or_default());
+    }
+    if let Some(png) = &a.plot {
+        write_and_plot(&png.with_extension("json"), &json, "multipath")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -12,6 +12,7 @@
 
 mod backlog;
 pub mod group;
+mod keyx;
 mod lrt;
 pub mod preempt;
 mod secure;
@@ -19,5 +20,6 @@ mod shared;
 pub mod timer;
 
 pub use group::{GroupConfig, GroupError, GroupSocket, GroupSocketStats, Start};
+pub use keyx::KeyExchangeStats;
 pub use lrt::{LrtSocket, NetError, SocketConfig, SocketStats};
 pub use secure::Secure;

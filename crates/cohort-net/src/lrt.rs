@@ -1,6 +1,7 @@
 //! `LrtSocket`: one LRT connection over a UDP socket.
 
-use crate::secure::{Secure, SecureError};
+use crate::keyx::{Handshake, KeyExchange, KeyExchangeStats};
+use crate::secure::SecureError;
 use crate::shared::{Shared, Wait};
 use crate::timer::TimerFd;
 use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection, SendError, State};
@@ -91,6 +92,8 @@ pub struct SocketStats {
     /// Path datagrams that were malformed or answered no open challenge (a stale or spoofed
     /// path).
     pub path_refused: u64,
+    /// The session key exchange.
+    pub keys: KeyExchangeStats,
 }
 
 /// A challenge sent to a new address of the peer, awaiting its response from there.
@@ -110,7 +113,8 @@ const PATH_RESPONSE: u8 = 2;
 #[derive(Debug)]
 struct Inner {
     conn: Connection,
-    secure: Secure,
+    /// The session key exchange, then the session's keys.
+    keyx: KeyExchange,
     /// The peer's address and, once it has spoken, its sender id and life (epoch).
     peer: Option<(SocketAddr, Option<(u32, u64)>)>,
     /// The open path challenge, if the peer spoke from a new address.
@@ -170,12 +174,17 @@ impl LrtSocket {
         poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
         poll.registry().register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
         let waker = Waker::new(poll.registry(), WAKE)?;
-        let key = cohort_wire::frame::TeamKey::derive(&cfg.team_secret, cfg.team_id)
-            .map_err(|e| NetError::Config(e.to_string()))?;
-        let secure = Secure::new(key, cfg.sender_id, cohort_wire::frame::kind::LRT)?;
+        let keyx = KeyExchange::new(
+            &cfg.team_secret,
+            cfg.team_id,
+            cfg.sender_id,
+            (kind::LRT, kind::PATH),
+            cfg.lrt.handshake_retry,
+            peer.is_some(),
+        )?;
         let inner = Inner {
             conn,
-            secure,
+            keyx,
             peer: peer.map(|a| (a, None)),
             path: None,
             stats: SocketStats::default(),
@@ -347,8 +356,8 @@ impl LrtSocket {
         let g = self.shared.lock();
         let mut s = g.stats;
         s.conn = g.conn.stats();
-        s.rejected_frames = g.secure.rejected();
-        s.frames = g.secure.counters();
+        (s.frames, s.rejected_frames) = g.keyx.counters();
+        s.keys = g.keyx.stats;
         s
     }
 
@@ -402,7 +411,8 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, sock: UdpSocket, timer: TimerFd
                 shared.notify();
                 return Ok(());
             }
-            let deadline = g.conn.poll_timeout().map(|t| shared.clock.to_std(t));
+            let hs = g.keyx.poll_timeout();
+            let deadline = [g.conn.poll_timeout(), hs].into_iter().flatten().min().map(|t| shared.clock.to_std(t));
             timer.set(deadline)?;
         }
         shared.notify();
@@ -432,12 +442,18 @@ fn transmit(
     let Some((peer, _)) = g.peer else {
         return Ok(());
     };
+    if let Some(n) = g.keyx.poll_message(now, wire) {
+        send_datagram(&mut g.stats, sock, peer, &wire[..n]);
+    }
+    let Some(sec) = g.keyx.secure() else {
+        return Ok(());
+    };
     loop {
-        let pn = g.secure.next_pn();
+        let pn = sec.next_pn();
         let Some(n) = g.conn.poll_transmit(now, pn, plain) else {
             return Ok(());
         };
-        let len = match g.secure.seal(&plain[..n], wire) {
+        let len = match sec.seal(&plain[..n], wire) {
             Ok(len) => len,
             Err(SecureError::Exhausted) => {
                 g.conn.close();
@@ -445,33 +461,40 @@ fn transmit(
             }
             Err(e) => return Err(NetError::Io(io::Error::other(e.to_string()))),
         };
-        match sock.send_to(&wire[..len], peer) {
-            Ok(_) => {
-                g.stats.datagrams_sent += 1;
-                g.stats.wire_bytes_sent += len as u64;
-            }
-            // A full socket buffer or a transient route error is a lost datagram: coding
-            // repairs it like any other loss.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-            Err(e) => tracing::debug!(%e, "lrt: send_to failed"),
+        if !send_datagram(&mut g.stats, sock, peer, &wire[..len]) {
+            return Ok(());
         }
     }
 }
 
-/// Seals one path datagram (`what` and its token) and sends it to `to`.
+/// Sends one datagram, counted; `false` if the socket buffer is full (a lost datagram: coding
+/// repairs it like any other loss, as it does a transient route error).
+fn send_datagram(stats: &mut SocketStats, sock: &UdpSocket, to: SocketAddr, datagram: &[u8]) -> bool {
+    match sock.send_to(datagram, to) {
+        Ok(_) => {
+            stats.datagrams_sent += 1;
+            stats.wire_bytes_sent += datagram.len() as u64;
+            true
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+        Err(e) => {
+            tracing::debug!(%e, "lrt: send_to failed");
+            true
+        }
+    }
+}
+
+/// Seals one path datagram (`what` and its token) under the session and sends it to `to`.
 fn send_path(g: &mut Inner, sock: &UdpSocket, to: SocketAddr, what: u8, token: [u8; 8]) {
     let mut plain = [0u8; 9];
     plain[0] = what;
     plain[1..].copy_from_slice(&token);
     let mut wire = [0u8; 9 + cohort_wire::frame::OVERHEAD];
-    match g.secure.seal_as(kind::PATH, &plain, &mut wire) {
-        Ok(n) => match sock.send_to(&wire[..n], to) {
-            Ok(_) => {
-                g.stats.datagrams_sent += 1;
-                g.stats.wire_bytes_sent += n as u64;
-            }
-            Err(e) => tracing::debug!(%e, "lrt: path datagram"),
-        },
+    let Some(sec) = g.keyx.secure() else { return };
+    match sec.seal_as(kind::PATH, &plain, &mut wire) {
+        Ok(n) => {
+            send_datagram(&mut g.stats, sock, to, &wire[..n]);
+        }
         Err(e) => tracing::debug!(%e, "lrt: sealing a path datagram"),
     }
 }
@@ -524,17 +547,34 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
         let mut g = shared.lock();
         g.stats.datagrams_received += 1;
         g.stats.wire_bytes_received += datagram.len() as u64;
-        let Some(o) = g.secure.open_with(datagram, kind::PATH) else {
+        let now = shared.clock.now();
+        if KeyExchange::is_handshake(datagram) {
+            let timeout = g.conn.config().handshake_timeout;
+            let mut out = [0u8; crate::keyx::HANDSHAKE_DATAGRAM];
+            match g.keyx.on_handshake(datagram, now, timeout, &mut out) {
+                Handshake::Answer(n) => {
+                    send_datagram(&mut g.stats, sock, from, &out[..n]);
+                }
+                Handshake::Established(life) => {
+                    if let Some((addr, _)) = g.peer {
+                        g.peer = Some((addr, Some(life)));
+                    }
+                }
+                Handshake::Nothing => {}
+            }
+            return;
+        }
+        let Some(o) = g.keyx.open(datagram) else {
             return;
         };
-        let life = Some((o.sender_id, o.epoch));
-        let now = shared.clock.now();
+        if o.established {
+            g.peer = Some((from, Some(o.life)));
+        }
+        let payload = o.payload(datagram);
+        let life = Some(o.life);
         if o.kind == kind::PATH {
             match g.peer {
-                Some((_, known)) if known.is_some() && known == life => {
-                    let payload = o.payload.to_vec();
-                    on_path(&mut g, sock, from, &payload);
-                }
+                Some((_, known)) if known.is_some() && known == life => on_path(&mut g, sock, from, payload),
                 _ => g.stats.foreign_sender += 1,
             }
             return;
@@ -544,10 +584,11 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
             Some((addr, known)) if known.is_some() && known == life => {
                 // A move (a NAT rebinding, a drone changing access point): the peer's life
                 // spoke from a new address with its newest packet, which only a holder of the
-                // team key who has this life's epoch can seal, and no replay can be. Before
-                // answering there, make sure the peer receives there too (a datagram whose
-                // source an on-path attacker rewrote must not redirect the connection).
-                if addr != from && g.secure.is_newest(o.sender_id, o.epoch, o.packet_number) {
+                // session's key can seal, and no replay can be. Before answering there, make
+                // sure the peer receives there too (a datagram whose source an on-path
+                // attacker rewrote must not redirect the connection).
+                let newest = g.keyx.secure().is_some_and(|sec| sec.is_newest(o.life.0, o.life.1, o.pn));
+                if addr != from && newest {
                     challenge(&mut g, sock, from, now);
                 }
             }
@@ -557,6 +598,6 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
                 return;
             }
         }
-        g.conn.handle_packet(now, o.packet_number, o.payload);
+        g.conn.handle_packet(now, o.pn, payload);
     });
 }

@@ -30,6 +30,22 @@ impl Secure {
         Ok(Secure { kind, sealer: Sealer::new(key.clone(), sender_id)?, opener: Opener::new(key), foreign_kind: 0 })
     }
 
+    /// A session's frames of `kind`: sealed under the session's sending key as `sender_id` in
+    /// life `epoch` (packet numbers from 0; the key is new, so the nonces are too), opened with
+    /// its receiving key.
+    pub fn session(keys: cohort_proto::session::SessionKeys, sender_id: u32, epoch: u64, kind: u8) -> Self {
+        Secure {
+            kind,
+            sealer: Sealer::with_epoch(keys.send, sender_id, epoch),
+            opener: Opener::new(keys.recv),
+            foreign_kind: 0,
+        }
+    }
+
+    pub fn sender_id(&self) -> u32 {
+        self.sealer.sender_id()
+    }
+
     /// This life's epoch.
     pub fn epoch(&self) -> u64 {
         self.sealer.epoch()

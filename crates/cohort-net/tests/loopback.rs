@@ -85,15 +85,18 @@ fn bad_configuration_is_an_error() {
     assert!(matches!(LrtSocket::listen("127.0.0.1:0".parse().unwrap(), short), Err(NetError::Config(_))));
 }
 
-/// A frame's nonce fields: sender id, epoch, packet number.
-type Nonce = (u32, u64, u64);
+/// A frame's key and nonce: whether the team key sealed it (the key exchange) or the
+/// session's key (everything else), then sender id, epoch, packet number.
+type Nonce = (bool, u32, u64, u64);
 
-/// Forwards datagrams between one client and `target`, recording the client's frame headers.
+/// One datagram the relay forwarded: `true` if it went from the client to the server.
+type Recorded = (bool, Vec<u8>);
+
+/// Forwards datagrams between one client and `target`, recording every datagram both ways.
 fn relay(
     target: std::net::SocketAddr,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<Nonce>>) {
-    use cohort_wire::frame::Frame;
+) -> (std::net::SocketAddr, std::thread::JoinHandle<Vec<Recorded>>) {
     let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
     let addr = sock.local_addr().unwrap();
@@ -103,13 +106,13 @@ fn relay(
             let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
             if from == target {
                 if let Some(c) = client {
+                    seen.push((false, buf[..n].to_vec()));
                     let _ = sock.send_to(&buf[..n], c);
                 }
                 continue;
             }
             client = Some(from);
-            let f = Frame::new_checked(&buf[..n]).unwrap();
-            seen.push((f.sender_id(), f.epoch(), f.packet_number()));
+            seen.push((true, buf[..n].to_vec()));
             let _ = sock.send_to(&buf[..n], target);
         }
         seen
@@ -117,10 +120,17 @@ fn relay(
     (addr, h)
 }
 
+fn nonce(datagram: &[u8]) -> Nonce {
+    let f = cohort_wire::frame::Frame::new_checked(datagram).unwrap();
+    (f.kind() == cohort_wire::frame::kind::HANDSHAKE, f.sender_id(), f.epoch(), f.packet_number())
+}
+
 /// The restart defect of the nonce design: a sender restarted with the same secret and sender
 /// id used to start its packet numbers at 0 again and put hundreds of datagrams on the wire
-/// under nonces an earlier life had used. Three lives through a recording relay: every frame
-/// header (sender, epoch, packet number: the nonce) is new, and each life is served.
+/// under nonces an earlier life had used. Three lives through a recording relay: every
+/// (key, nonce) pair is new, and each life is served. A life's key exchange goes under the
+/// team key and its traffic under the session's key, each with packet numbers from 0, so the
+/// nonce fields alone may appear once under each; the session key is new every life.
 #[test]
 fn a_restarted_sender_repeats_no_nonce_on_the_wire() {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -139,13 +149,94 @@ fn a_restarted_sender_repeats_no_nonce_on_the_wire() {
         c.flush(Some(Duration::from_secs(10))).unwrap();
         drop(c);
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        headers.extend(rec.join().unwrap());
+        headers.extend(rec.join().unwrap().iter().filter(|d| d.0).map(|d| nonce(&d.1)));
     }
     let distinct: std::collections::HashSet<_> = headers.iter().collect();
     assert!(headers.len() >= 3 * 50, "300 messages of 200 B are at least 50 symbols a life");
-    assert_eq!(distinct.len(), headers.len(), "a nonce was used twice");
-    let lives: std::collections::HashSet<_> = headers.iter().map(|h| h.1).collect();
+    assert_eq!(distinct.len(), headers.len(), "a nonce was used twice under one key");
+    let lives: std::collections::HashSet<_> = headers.iter().map(|h| h.2).collect();
     assert_eq!(lives.len(), 3, "one epoch per life");
+}
+
+/// Forward secrecy on the wire: a session recorded both ways, then the team secret handed to
+/// the attacker. The team key opens the key exchange (two ephemeral public keys and empty
+/// payloads) and nothing else; the messages themselves are under the session's keys, which
+/// depend on ephemeral secrets both ends dropped.
+#[test]
+fn recorded_traffic_does_not_open_with_the_team_secret() {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let (addr, rec) = relay(server.local_addr(), stop.clone());
+    let c = LrtSocket::connect(addr, cfg(2)).unwrap();
+    let secret_text = b"the map of the warehouse";
+    for i in 0..50u32 {
+        c.send(&[secret_text.as_slice(), &i.to_be_bytes()].concat()).unwrap();
+    }
+    for _ in 0..50 {
+        server.recv_timeout(Some(Duration::from_secs(10))).unwrap();
+    }
+    server.try_send(b"acknowledged, here is the plan").unwrap();
+    assert_eq!(c.recv_timeout(Some(Duration::from_secs(10))).unwrap(), b"acknowledged, here is the plan");
+    c.flush(Some(Duration::from_secs(10))).unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let recorded = rec.join().unwrap();
+    assert!(recorded.iter().any(|d| !d.0), "the server's answers were recorded too");
+    let team = cohort_wire::frame::TeamKey::derive(SECRET, 9).unwrap();
+    let (mut exchange, mut traffic) = (0, 0);
+    for (_, d) in &recorded {
+        let mut d = d.clone();
+        let is_exchange = nonce(&d).0;
+        // A fresh opener each time: no replay window stands between a frame and the key.
+        let opened = cohort_wire::frame::Opener::new(team.clone()).open(&mut d).map(|o| o.payload.len());
+        if is_exchange {
+            assert_eq!(opened, Ok(cohort_proto::session::MESSAGE_LEN), "the exchange is under the team key");
+            exchange += 1;
+        } else {
+            assert_eq!(opened, Err(cohort_wire::frame::OpenError::AuthFailed), "traffic is not under the team key");
+            traffic += 1;
+        }
+        assert!(!d.windows(secret_text.len()).any(|w| w == secret_text), "plaintext on the wire");
+    }
+    // Small messages share symbols, so a few datagrams carry them all.
+    assert!(exchange >= 2 && traffic >= 4, "{exchange} exchange and {traffic} traffic datagrams");
+}
+
+/// A message 1 recorded from an earlier connection and replayed to a fresh listener is
+/// answered (a responder remembers nothing), but only a datagram under a session's key makes
+/// a connection: the replayer never gets one, and the real client still connects. On the old
+/// design the replayed HELLO (then under the team key) pinned the listener to the replayer.
+#[test]
+fn a_replayed_key_exchange_does_not_take_the_listener() {
+    let trap = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    trap.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let trap_addr = trap.local_addr().unwrap();
+    let early = std::thread::spawn(move || {
+        let mut c = cfg(2);
+        c.lrt.handshake_timeout = Duration::from_millis(300);
+        LrtSocket::connect(trap_addr, c).map(|_| ())
+    });
+    let mut buf = [0u8; 2048];
+    let (n, _) = trap.recv_from(&mut buf).unwrap();
+    let recorded = buf[..n].to_vec();
+    assert!(matches!(early.join().unwrap(), Err(NetError::Closed(CloseReason::HandshakeTimedOut))));
+
+    let server = LrtSocket::listen("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let attacker = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    attacker.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    attacker.send_to(&recorded, server.local_addr()).unwrap();
+    let (n, _) = attacker.recv_from(&mut buf).unwrap();
+    assert!(nonce(&buf[..n]).0, "the listener answers with a message 2");
+    // The attacker cannot finish the exchange; replaying its bytes again changes nothing.
+    attacker.send_to(&recorded, server.local_addr()).unwrap();
+
+    let c = LrtSocket::connect(server.local_addr(), cfg(3)).unwrap();
+    c.send(b"hello from the real robot").unwrap();
+    assert_eq!(server.recv_timeout(Some(Duration::from_secs(10))).unwrap(), b"hello from the real robot");
+    assert_eq!(server.peer_addr().map(|a| a.port()), Some(c.local_addr().port()), "the real client is the peer");
+    let st = server.stats();
+    assert!(st.keys.handshakes_sent >= 2, "{st:?}");
+    assert_eq!(st.keys.half_open_dropped, 1, "the replayer's half-open session is dropped when the real one starts");
+    assert_eq!(st.foreign_sender, 0);
 }
 
 /// A NAT that rebinds: it forwards a client to `target`, and after `rebind_after` datagrams

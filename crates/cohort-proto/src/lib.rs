@@ -6,7 +6,9 @@
 
 pub mod group;
 pub mod lrt;
+pub mod multipath;
 pub mod preempt;
+pub mod session;
 
 /// Where a datagram of a broadcast-capable machine goes (group and preemption).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

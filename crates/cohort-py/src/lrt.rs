@@ -287,5 +287,9 @@ fn stats_dict<'py>(py: Python<'py>, s: &SocketStats) -> PyResult<Bound<'py, PyDi
         path_refused
     );
     d.set_item("frames", frames_dict(py, &s.frames)?)?;
+    let keys = PyDict::new(py);
+    let k = &s.keys;
+    put!(keys, k, handshakes_sent, handshakes_refused, half_open_dropped, no_session);
+    d.set_item("keys", keys)?;
     Ok(d)
 }

@@ -9,6 +9,7 @@
 pub mod crl;
 pub mod engine;
 pub mod group;
+pub mod multipath;
 pub mod scenario;
 
 pub use engine::{FlowResult, Outcome, Recorder, run};

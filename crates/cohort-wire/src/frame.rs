@@ -54,7 +54,7 @@ mod key;
 mod open;
 mod seal;
 
-pub use key::{KeyError, MIN_SECRET_LEN, TeamKey};
+pub use key::{KeyError, MIN_SECRET_LEN, TeamKey, session_psk};
 pub use open::{MAX_LIVES, MAX_RETIRED, OpenError, Opened, Opener, RejectCounters};
 pub use seal::{EntropyError, SealError, Sealer, random_epoch};
 
@@ -77,6 +77,8 @@ pub mod kind {
     pub const PREEMPT: u8 = 2;
     /// Path validation of a transport connection that moved (challenge and response).
     pub const PATH: u8 = 3;
+    /// A session's key exchange (Noise handshake messages), sealed under the team key.
+    pub const HANDSHAKE: u8 = 4;
 }
 
 /// Header field positions.

@@ -5,6 +5,11 @@ Subcommands: ``run SPEC`` (search), ``apply --profile NAME`` (apply a saved prof
 (default vs tuned, sample efficiency), ``record-grid`` (remake the recorded table), ``profiles``
 (list), ``workload nav|detect|recorder`` (the reference apps). Exit status: 0 ok, 1 a tuning/knob/app
 error (the message says which), 2 bad arguments or spec.
+
+Every refusal is one line on stderr, never a traceback: not root (the commands that change the
+system need it; ``--dry-run`` and ``bench --replay-only`` do not), a missing Python dependency
+(``cohort tune`` run before ``pip install``: it names the package), a bad spec (the key and
+what it expects), a missing controller or knob file, a journal that cannot be restored.
 """
 
 from __future__ import annotations
@@ -51,9 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
         "--pid", action="append", default=[], metavar="APP=PID", help="move a running process into APP's cgroups"
     )
     a.add_argument("--for", dest="hold_s", type=float, help="hold for this many seconds, then roll back")
+    a.add_argument(
+        "--no-watchdog",
+        action="store_true",
+        help="with --keep: do not start the watchdog that restores once every --pid process has exited",
+    )
 
     s = sub.add_parser("restore", help="undo the session journaled in the state directory")
     s.add_argument("--state-dir", default=os.environ.get("COHORT_TUNE_STATE_DIR", DEFAULT_STATE_DIR))
+    s.add_argument(
+        "--force",
+        action="store_true",
+        help="undo what can be undone, then set the journal aside (listing what could not) so new sessions can start",
+    )
+
+    wd = sub.add_parser("watchdog", help=argparse.SUPPRESS)  # started by `apply --keep`, see profiles.py
+    wd.add_argument("--state-dir", required=True)
+    wd.add_argument("--session", required=True)
+    wd.add_argument("--watch", action="append", default=[], metavar="PID:START")
+    wd.add_argument("--interval", type=float, default=0.5)
 
     rp = sub.add_parser("report", help="plots + JSON summary of a study")
     rp.add_argument("--db", required=True)
@@ -87,23 +108,55 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+# What each dependency is for, so the message can say what to install.
+DEPENDENCIES = {
+    "optuna": "optuna",
+    "numpy": "numpy",
+    "matplotlib": "matplotlib",
+    "cmaes": "cmaes",
+    "sqlalchemy": "optuna",
+    "torch": "torch",
+    "scipy": "scipy",
+}
+
+
+def needs_root(args: argparse.Namespace) -> bool:
+    """Does this invocation change the system (cgroups, sysfs, scheduling policies)?"""
+    if args.cmd in ("run", "apply"):
+        return not args.dry_run
+    if args.cmd == "bench":
+        return not args.replay_only
+    return args.cmd in ("restore", "record-grid", "watchdog")
+
+
+def _workload(args: argparse.Namespace) -> int:
+    # one BLAS thread per worker unless the caller decided (see workloads.detect)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if args.name == "nav":
+        from cohort.tune.workloads import nav
+
+        return nav.main(args.args)
+    if args.name == "recorder":
+        from cohort.tune.workloads import recorder
+
+        return recorder.main(args.args)
+    from cohort.tune.workloads import detect
+
+    return detect.main(args.args)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.cmd == "workload":
-        # one BLAS thread per worker unless the caller decided (see workloads.detect)
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-        if args.name == "nav":
-            from cohort.tune.workloads import nav
-
-            return nav.main(args.args)
-        if args.name == "recorder":
-            from cohort.tune.workloads import recorder
-
-            return recorder.main(args.args)
-        from cohort.tune.workloads import detect
-
-        return detect.main(args.args)
+    if needs_root(args) and os.geteuid() != 0:
+        print(
+            f"cohort tune {args.cmd}: needs root (it writes cgroup and sysfs files and sets real-time policies); "
+            "run it as root" + (", or try --dry-run" if args.cmd in ("run", "apply") else ""),
+            file=sys.stderr,
+        )
+        return 1
     try:
+        if args.cmd == "workload":
+            return _workload(args)
         from cohort.tune import cli
 
         return cli.dispatch(args)
@@ -113,8 +166,22 @@ def main(argv: list[str] | None = None) -> int:
     except TuneError as e:
         print(f"cohort tune: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
+    except ModuleNotFoundError as e:
+        top = (e.name or "").split(".")[0]
+        if top not in DEPENDENCIES:
+            raise
+        print(
+            f"cohort tune: missing Python dependency {top!r}: install Cohort's Python package with its dependencies "
+            f"(`pip install -e .` in the checkout, or `pip install {DEPENDENCIES[top]}`)",
+            file=sys.stderr,
+        )
+        return 1
+    except PermissionError as e:
+        print(f"cohort tune {args.cmd}: permission denied: {e.filename or e} (run it as root)", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        print("cohort tune: interrupted (configuration rolled back)", file=sys.stderr)
+        rolled = " (configuration rolled back)" if args.cmd in ("run", "apply", "record-grid", "bench") else ""
+        print(f"cohort tune: interrupted{rolled}", file=sys.stderr)
         return 130
 
 

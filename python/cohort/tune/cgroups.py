@@ -7,7 +7,8 @@ the tuner itself runs under) and ``<root>`` is the spec's ``cgroup_root`` (``coh
 
 v2: one hierarchy; apps go to ``<mount>/<root>/<app>`` (a cgroup holding processes cannot
 delegate controllers, so the tuner's own cgroup cannot be the base), and ``+cpu +memory
-+cpuset`` are enabled in ``cgroup.subtree_control`` along the way (journaled like any write).
++cpuset`` are enabled in ``cgroup.subtree_control`` along the way (journaled like any write;
+restore writes back the difference as ``+name``/``-name``, see :mod:`cohort.tune.system`).
 
 Knob files by version:
 
@@ -15,10 +16,34 @@ Knob files by version:
 knob                   v1                          v2
 =====================  ==========================  =====================
 CPU share              ``cpu.shares`` (2..262144)  ``cpu.weight`` (1..10000, converted)
-memory soft limit      ``memory.soft_limit_in_bytes``  ``memory.high``
+memory soft limit      ``memory.soft_limit_in_bytes``  ``memory.high`` (see below)
 RT budget (RT_GROUP)   ``cpu.rt_runtime_us``        (none: v2 has no RT groups)
 cpuset                 ``cpuset.cpus`` + ``.mems``  ``cpuset.cpus``
 =====================  ==========================  =====================
+
+**CPU weight.** ``cpu.weight = round(shares * 100 / 1024)``, clamped to [1, 10000]: the
+kernel's own relation between the two (``sched_weight_from_cgroup()`` in kernel/sched: a
+weight ``w`` is the load weight ``w * 1024 / 100``, the v1 unit; cgroup-v2.rst: weight range
+[1, 10000], default 100) and systemd's ``cgroup_cpu_shares_to_weight()``. It maps 1024 (the v1
+default) to 100 (the v2 default) and keeps the ratios between groups, which is all CFS uses.
+runc's ``1 + ((shares - 2) * 9999) / 262142`` maps 1024 to 39 (integer division), so every
+"default" group would weigh 39 against the 100 of everything else; runc and crun have replaced
+it by a curve through (2, 1), (1024, 100), (262144, 10000) (kubernetes issue 131216), which maps
+1024 to 100 but not ratios (2048 gives 173). Shares from 102400 up reach the v2 maximum, 10000.
+
+**Memory soft limit on v2 is ``memory.high``.** v1's ``memory.soft_limit_in_bytes`` on an app
+makes *that app* give memory back first: when memory runs short, reclaim goes to groups above
+their soft limit before the others (cgroup-v1/memory.rst, "Soft limits"), and nothing happens
+while memory is plentiful ("when the system detects memory contention or low memory, control
+groups are pushed back to their soft limits"). v2 has no such knob: cgroup-v2.rst ("Controller
+Issues and Remedies", "Memory") replaces that "original lower boundary" by ``memory.low``.
+``memory.low`` is protection: set on the detector it would shield the detector's memory from
+reclaim, the opposite of what seed 002 does with the detector's soft limit (its NAV loop got
+faster when the detector was pushed out first).
+``memory.high`` acts in the seed's direction on the group it is set on: above it the group's
+allocations go through direct reclaim and are throttled, never OOM-killed (cgroup-v2.rst,
+"memory.high"). It differs in acting without global memory pressure too, so on v2 the knob is
+stricter than v1's; the search measures what it does, and 0 means ``max`` (no limit).
 """
 
 from __future__ import annotations
@@ -33,9 +58,9 @@ CONTROLLERS = ("cpu", "memory", "cpuset")
 
 
 def shares_to_weight(shares: int) -> int:
-    """cgroup v1 cpu.shares to v2 cpu.weight (systemd's mapping: 1024 -> 100)."""
-    shares = max(2, min(262144, shares))
-    return max(1, min(10000, round(1 + (shares - 2) * 9999 / 262142)))
+    """cgroup v1 cpu.shares to v2 cpu.weight: ``shares * 100 / 1024`` rounded, in [1, 10000]
+    (the kernel's and systemd's relation; 1024 -> 100, ratios kept; see the module doc)."""
+    return max(1, min(10000, (int(shares) * 100 + 512) // 1024))
 
 
 @dataclass

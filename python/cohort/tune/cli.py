@@ -16,13 +16,29 @@ def cmd_restore(args: argparse.Namespace) -> int:
     if not j.exists():
         print(f"nothing to restore in {j.path}")
         return 0
-    problems = restore(j)
+    problems = restore(j, force=args.force)
     if problems:
         for p in problems:
             print(f"restore problem: {p}")
-        raise StateError(f"restore incomplete; journal kept at {j.path}")
+        if args.force:
+            print(f"{len(problems)} change(s) could not be undone (put them back by hand); new sessions can start")
+            return 1
+        raise StateError(
+            f"restore incomplete; the journal at {j.path} keeps what is left: fix the cause and run restore again, "
+            "or run `cohort tune restore --force` to set it aside"
+        )
     print("restored")
     return 0
+
+
+def cmd_watchdog(args: argparse.Namespace) -> int:
+    from cohort.tune.profiles import watchdog
+
+    watched = []
+    for item in args.watch:
+        pid, _, start = item.partition(":")
+        watched.append((int(pid), int(start)))
+    return watchdog(args.state_dir, args.session, watched, args.interval)
 
 
 def cmd_record_grid(args: argparse.Namespace) -> int:
@@ -71,6 +87,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def dispatch(args: argparse.Namespace) -> int:
     handlers: dict[str, Any] = {
         "restore": cmd_restore,
+        "watchdog": cmd_watchdog,
         "record-grid": cmd_record_grid,
         "run": cmd_run,
         "apply": cmd_apply,

@@ -15,7 +15,18 @@ Order inside one measurement (a repetition of a trial):
 5. the apps are stopped (SIGTERM, then SIGKILL after 2 s).
 
 Leaving the session (normally, by exception, SIGINT or SIGTERM) rolls everything back from the
-journal unless ``keep`` is set; a SIGKILL leaves the journal for ``cohort tune restore``.
+journal unless ``keep`` is set; a SIGKILL leaves the journal for ``cohort tune restore``. While
+the rollback runs, SIGTERM, SIGINT and SIGHUP are blocked: one that arrives then stays pending
+and is acted on (with the handler that was in place before the session) once every knob is
+back, so a second Ctrl-C or a service manager's repeated SIGTERM cannot stop a rollback half-way.
+
+**Start-up.** A session that finds the journal of an earlier one (the tuner was killed, the
+machine lost power, or ``apply --keep`` left a profile in place) restores it before it starts,
+and says so. A robot's tuner runs unattended (a service, a boot script): refusing would leave
+the robot in whatever state the dead session made until someone logs in, and the new session's
+journal must hold the values from before *any* session, which only holds once the old one is
+undone. It refuses instead while the earlier session still runs (its locks are held) and when
+the restore fails, naming what could not be undone and how to go on (``restore --force``).
 """
 
 from __future__ import annotations
@@ -37,12 +48,13 @@ import numpy as np
 
 from cohort.tune import sched
 from cohort.tune.cgroups import AppCgroups, detect
-from cohort.tune.errors import AppError, KnobError, TuneError
+from cohort.tune.errors import AppError, KnobError, StateError, TuneError
 from cohort.tune.protocol import ENV_VAR, Collector
-from cohort.tune.spec import App, Spec, Term
-from cohort.tune.system import Journal, Lock, System, kill_group, restore
+from cohort.tune.spec import APP_KNOBS, App, Spec, Term, check_safety
+from cohort.tune.system import Journal, Lock, System, boot_id, kill_group, new_session_id, restore
 
 THP_PATH = "/sys/kernel/mm/transparent_hugepage/enabled"
+ROLLBACK_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 PR_SET_PDEATHSIG = 1
 # the gate: wait for "go" on stdin (a pipe from the tuner), then become the app; EOF without
 # "go" (the tuner failed to place it, or died) means exit without running anything
@@ -144,10 +156,12 @@ class Session:
         self._seq = 0
         self.last_stats: dict[str, dict[str, float]] = {}
         self._own_sched: tuple[int, os.sched_param] | None = None
+        self.session_id: str | None = None
 
     # ---- lifecycle ---------------------------------------------------------------------
     def __enter__(self) -> Session:
         if not self.dry_run:
+            self._restore_earlier_session()
             names = [f"cgroup-{self.spec.cgroup_root.replace('/', '_')}"]
             if any(k.scope == "system" for k in self.spec.knobs):
                 names.insert(0, "system")
@@ -157,7 +171,17 @@ class Session:
                     lock.acquire(f"state dir {self.journal.dir}")
                     self._locks.append(lock)
                 self.journal.begin()
-                self.journal.append({"op": "session", "pid": os.getpid(), "locks": names, "spec": self.spec.name})
+                self.session_id = new_session_id()
+                self.journal.append(
+                    {
+                        "op": "session",
+                        "pid": os.getpid(),
+                        "id": self.session_id,
+                        "boot_id": boot_id(),
+                        "locks": names,
+                        "spec": self.spec.name,
+                    }
+                )
             except BaseException:
                 self._release_locks()
                 raise
@@ -171,6 +195,23 @@ class Session:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _restore_earlier_session(self) -> None:
+        """Undo the journal an earlier session left (see the module doc, "Start-up")."""
+        if not self.journal.exists():
+            return
+        earlier = self.journal.session() or {}
+        self.echo(
+            f"restoring the unfinished session in {self.journal.path} (pid {earlier.get('pid', '?')}, "
+            f"spec {earlier.get('spec', '?')}) before starting"
+        )
+        problems = restore(self.journal, echo=self.echo)
+        if problems:
+            raise StateError(
+                f"could not restore the earlier session in {self.journal.path}: {'; '.join(problems)}; fix that and "
+                f"run `cohort tune restore --state-dir {self.journal.dir}`, or `cohort tune restore --force "
+                f"--state-dir {self.journal.dir}` to set the journal aside and put those values back by hand"
+            )
 
     def _raise_own_priority(self) -> None:
         """Run the tuner's own thread at SCHED_FIFO priority 1, reset on fork (the apps start
@@ -195,21 +236,40 @@ class Session:
         raise KeyboardInterrupt(f"signal {signum}")
 
     def __exit__(self, *exc: object) -> None:
+        # No signal may cut the rollback short. The signals are blocked in this thread (one that
+        # arrives stays pending, signal(7)) and, in case the kernel hands one to another thread,
+        # their Python handlers only note it. When every knob is back, the handlers from before
+        # the session return, the mask is lifted (a pending signal is delivered now) and a noted
+        # one is raised again: the signal is honoured, after the rollback.
+        before = {sig: self._old_handlers.get(sig, signal.getsignal(sig)) for sig in ROLLBACK_SIGNALS}
+        deferred: list[int] = []
+        prior_mask = signal.pthread_sigmask(signal.SIG_BLOCK, ROLLBACK_SIGNALS)
+        for sig in ROLLBACK_SIGNALS:
+            signal.signal(sig, lambda signum, _frame: deferred.append(signum))
         try:
             self.stop_apps()
             if not self.dry_run and not self.keep:
                 problems = restore(self.journal, echo=lambda _s: None)
                 if problems:
-                    raise TuneError("rollback incomplete: " + "; ".join(problems))
+                    raise TuneError(
+                        "rollback incomplete: " + "; ".join(problems) + "; the journal keeps what is left: see "
+                        f"`cohort tune restore --state-dir {self.journal.dir}` (--force to set it aside)"
+                    )
             elif self.keep and not self.dry_run:
                 self.echo(f"kept the configuration; undo with: cohort tune restore --state-dir {self.journal.dir}")
         finally:
-            for sig, h in self._old_handlers.items():
-                signal.signal(sig, h)
-            if self._own_scratch:
-                shutil.rmtree(self.scratch, ignore_errors=True)
-            self._restore_own_priority()
-            self._release_locks()
+            try:
+                if self._own_scratch:
+                    shutil.rmtree(self.scratch, ignore_errors=True)
+                self._restore_own_priority()
+                self._release_locks()
+            finally:
+                for sig, h in before.items():
+                    signal.signal(sig, h if h is not None else signal.SIG_DFL)
+                self._old_handlers.clear()
+                signal.pthread_sigmask(signal.SIG_SETMASK, prior_mask)
+                for sig in dict.fromkeys(deferred):
+                    signal.raise_signal(sig)
 
     def _release_locks(self) -> None:
         for lock in self._locks:
@@ -223,10 +283,7 @@ class Session:
         full.update(config)
         if full.get("system.thp") == "current":
             full["system.thp"] = self.thp_at_start
-        for app in self.spec.apps:
-            rt, per = full.get(f"{app.name}.rt_runtime_ms"), full.get(f"{app.name}.rt_period_ms")
-            if rt is not None and per is not None and rt > 0.95 * per:
-                full[f"{app.name}.rt_runtime_ms"] = round(0.95 * per, 3)  # runtime <= deadline = period
+        check_safety(self.spec, full)
         return full
 
     def apply_static(self, config: dict[str, Any]) -> None:
@@ -251,11 +308,11 @@ class Session:
     def rt_attr(self, app: App, cfg: dict[str, Any]) -> dict[str, int] | None:
         rt = cfg.get(f"{app.name}.rt", "none")
         if rt == "deadline":
-            per = float(cfg.get(f"{app.name}.rt_period_ms", 50.0))
-            run = float(cfg.get(f"{app.name}.rt_runtime_ms", 40.0))
+            per = float(cfg.get(f"{app.name}.rt_period_ms", APP_KNOBS["rt_period_ms"][1]))
+            run = float(cfg.get(f"{app.name}.rt_runtime_ms", APP_KNOBS["rt_runtime_ms"][1]))
             return sched.deadline_attr(run, per, per)
         if rt == "fifo":
-            return sched.fifo_attr(int(cfg.get(f"{app.name}.fifo_priority", 50)))
+            return sched.fifo_attr(int(cfg.get(f"{app.name}.fifo_priority", APP_KNOBS["fifo_priority"][1])))
         return None
 
     def apply_rt(self, app: App, attr: dict[str, int], done: set[int]) -> int:

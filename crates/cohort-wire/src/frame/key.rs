@@ -9,6 +9,10 @@ pub const MIN_SECRET_LEN: usize = 16;
 
 /// HKDF salt: names the purpose, so the same secret used elsewhere yields unrelated keys.
 const SALT: &[u8] = b"cohort frame key";
+/// HKDF salt of the pre-shared key a session's key exchange mixes in (see [`session_psk`]).
+const PSK_SALT: &[u8] = b"cohort session psk";
+/// HKDF salt of a session's frame keys, made from the key exchange's output.
+const SESSION_SALT: &[u8] = b"cohort session key";
 
 /// An unusable team secret.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -17,7 +21,8 @@ pub enum KeyError {
     SecretTooShort(usize),
 }
 
-/// A team's frame key: the XChaCha20-Poly1305 key of one team, for one frame version.
+/// A frame key: the XChaCha20-Poly1305 key of one team for one frame version, or of one
+/// direction of one session ([`TeamKey::session`]).
 ///
 /// `Debug` shows the team id only; the key bytes are never printed and are zeroed on drop.
 #[derive(Clone)]
@@ -40,13 +45,29 @@ fn info(team_id: u32) -> [u8; 19] {
     info
 }
 
-/// The 32 key bytes of team `team_id` (HKDF-SHA256 extract and expand).
-fn okm(secret: &[u8], team_id: u32) -> [u8; 32] {
-    let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(SALT), secret);
+/// 32 key bytes of team `team_id` for the purpose `salt` names (HKDF-SHA256 extract and
+/// expand).
+fn hkdf32(salt: &[u8], secret: &[u8], team_id: u32) -> [u8; 32] {
+    let hk = hkdf::Hkdf::<sha2::Sha256>::new(Some(salt), secret);
     let mut okm = [0u8; 32];
     // 32 bytes is far below HKDF-SHA256's 8160-byte limit, so expansion cannot fail.
     let _ = hk.expand(&info(team_id), &mut okm);
     okm
+}
+
+/// The team key's 32 bytes.
+fn okm(secret: &[u8], team_id: u32) -> [u8; 32] {
+    hkdf32(SALT, secret, team_id)
+}
+
+/// The pre-shared key of team `team_id`'s session handshakes (Noise `psk0`, see
+/// `cohort_proto::session`): HKDF-SHA256 over the team secret with its own salt, so it is
+/// unrelated to the team's frame key.
+pub fn session_psk(secret: &[u8], team_id: u32) -> Result<[u8; 32], KeyError> {
+    if secret.len() < MIN_SECRET_LEN {
+        return Err(KeyError::SecretTooShort(secret.len()));
+    }
+    Ok(hkdf32(PSK_SALT, secret, team_id))
 }
 
 impl TeamKey {
@@ -60,6 +81,16 @@ impl TeamKey {
         let cipher = XChaCha20Poly1305::new(&key);
         key.fill(0);
         Ok(TeamKey { team_id, cipher })
+    }
+
+    /// The frame key of one direction of a session of team `team_id`, from the 32 bytes its
+    /// key exchange produced for that direction (HKDF-SHA256 with a salt of its own, so the
+    /// frame layer never uses the exchange's output directly). The caller zeroes `raw`.
+    pub fn session(raw: &[u8; 32], team_id: u32) -> Self {
+        let mut key = Key::from(hkdf32(SESSION_SALT, raw, team_id));
+        let cipher = XChaCha20Poly1305::new(&key);
+        key.fill(0);
+        TeamKey { team_id, cipher }
     }
 
     /// The team this key belongs to.

@@ -54,6 +54,26 @@ pub struct RejectCounters {
     pub senders_evicted: u64,
 }
 
+impl core::ops::Add for RejectCounters {
+    type Output = RejectCounters;
+
+    /// The counts of two openers together (a socket's team and session keys).
+    fn add(self, o: RejectCounters) -> RejectCounters {
+        RejectCounters {
+            accepted: self.accepted + o.accepted,
+            truncated: self.truncated + o.truncated,
+            bad_version: self.bad_version + o.bad_version,
+            wrong_team: self.wrong_team + o.wrong_team,
+            auth_failed: self.auth_failed + o.auth_failed,
+            replayed: self.replayed + o.replayed,
+            too_old: self.too_old + o.too_old,
+            stale_life: self.stale_life + o.stale_life,
+            new_lives: self.new_lives + o.new_lives,
+            senders_evicted: self.senders_evicted + o.senders_evicted,
+        }
+    }
+}
+
 impl RejectCounters {
     /// Every rejection, whatever the reason.
     pub fn rejected(&self) -> u64 {

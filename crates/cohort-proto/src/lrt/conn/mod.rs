@@ -230,6 +230,9 @@ pub struct ConnStats {
     pub repair_timer_sent: u64,
     /// Repairs sent because acknowledgements stalled.
     pub repair_probe_sent: u64,
+    /// Repairs sent ahead of new sources because the driver reported symbols lost
+    /// ([`Connection::repair_soon`]).
+    pub repair_signal_sent: u64,
     pub acks_sent: u64,
     pub full_rank_acks_sent: u64,
     pub packets_received: u64,
@@ -333,6 +336,8 @@ pub struct Connection {
     highest_pn: Option<u64>,
     rx_data: u64,
     stale_acks: VecDeque<u16>,
+    /// Repairs the driver asked for ahead of new sources.
+    urgent_repairs: u32,
     acks_owed: u32,
     ack_due: Option<Instant>,
     ack_now: bool,
@@ -377,6 +382,7 @@ impl Connection {
             highest_pn: None,
             rx_data: 0,
             stale_acks: VecDeque::new(),
+            urgent_repairs: 0,
             acks_owed: 0,
             ack_due: None,
             ack_now: false,
@@ -468,6 +474,23 @@ impl Connection {
     /// Closes the connection; the peer is told on the next `poll_transmit`. Queued data that
     /// has not been sent is discarded (drain first: wait until `send_queued_bytes` and
     /// `unacked_symbols` reach zero).
+    /// The driver learned that `symbols` packets it sent are lost (a multipath driver's path
+    /// failed with them in flight): the next that many symbols are repairs of the oldest open
+    /// window, ahead of new sources, so the receiver need not wait for its acknowledgements to
+    /// show the loss. Bounded by the window: more repairs than unacknowledged symbols never
+    /// help.
+    pub fn repair_soon(&mut self, symbols: u32) {
+        let window: u64 = self
+            .tx
+            .iter()
+            .map(|c| {
+                let w = c.enc.window();
+                w.end - w.start
+            })
+            .sum();
+        self.urgent_repairs = self.urgent_repairs.saturating_add(symbols).min(window.min(u64::from(u32::MAX)) as u32);
+    }
+
     pub fn close(&mut self) {
         self.close_with(CloseReason::Local, Some(code::NORMAL));
     }

@@ -8,6 +8,7 @@ pub const PER_PACKET_OVERHEAD: usize = cohort_wire::frame::OVERHEAD + 28;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RepairWhy {
+    Signal,
     Credit,
     Timer,
     Probe,
@@ -139,8 +140,12 @@ impl Connection {
 
     fn next_symbol(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         let wire = self.symbol_wire_len();
-        // Source symbols first: they are the user's data (seed 004 §III-E).
-        if !self.divider.is_empty() && self.source_room() {
+        // Repairs the driver asked for (symbols it knows lost) come first, then source
+        // symbols: they are the user's data (seed 004 §III-E).
+        if self.urgent_repairs > 0 && !self.tx.iter().any(|c| !c.enc.window().is_empty()) {
+            self.urgent_repairs = 0;
+        }
+        if !self.divider.is_empty() && self.source_room() && self.urgent_repairs == 0 {
             if !self.bucket.try_take(now, wire) {
                 return None;
             }
@@ -171,7 +176,9 @@ impl Connection {
             if c.enc.window().is_empty() {
                 continue;
             }
-            let why = if c.credit >= 1.0 {
+            let why = if self.urgent_repairs > 0 {
+                RepairWhy::Signal
+            } else if c.credit >= 1.0 {
                 RepairWhy::Credit
             } else if c.uncovered_since.is_some_and(|u| now >= u + self.cfg.repair_delay) {
                 RepairWhy::Timer
@@ -201,6 +208,10 @@ impl Connection {
             self.emitted = Some((c.id, c.enc.rank(), c.repairs_sent));
             self.stats.repair_sent += 1;
             match why {
+                RepairWhy::Signal => {
+                    self.urgent_repairs -= 1;
+                    self.stats.repair_signal_sent += 1;
+                }
                 RepairWhy::Credit => {}
                 RepairWhy::Timer => self.stats.repair_timer_sent += 1,
                 RepairWhy::Probe => self.stats.repair_probe_sent += 1,

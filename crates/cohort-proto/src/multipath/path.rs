@@ -1,0 +1,346 @@
+//! One path's state: what the sender measures (window, delays, service time, loss) and what
+//! the receiver reports.
+
+use super::balance::PathDelay;
+use super::wire::PathAck;
+use cohort_time::Instant;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Service-time samples kept per path: "the previous 200 packets" of seed 001 §3.2.
+pub const GAMMA_SAMPLES: usize = 200;
+/// Sent packets remembered per path (for round trips and the in-flight count).
+const SENT_LOG: usize = 1 << 14;
+
+/// How the window grows on acknowledgements.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Growth {
+    /// LD-MPSP (Algorithm 3): `w ← w + ((τ − q)/τ)/w` per acknowledged packet.
+    DelayTarget { tau: Duration },
+    /// Reno-like, as an uncoupled MPTCP subflow: `w ← w + 1/w`.
+    Reno,
+}
+
+/// The sender's view of one path.
+#[derive(Debug, Clone)]
+pub struct PathTx {
+    pub up: bool,
+    /// Congestion window in packets (`w_i` of Algorithm 3).
+    pub cwnd: f64,
+    pub next_seq: u32,
+    /// Sequence and send time of packets not yet known delivered or lost.
+    sent: VecDeque<(u32, Instant)>,
+    /// Cumulative delivered and lost counts (from the receiver's reports).
+    pub delivered: u64,
+    pub lost: u64,
+    last_received: Option<u32>,
+    /// Highest sequence the receiver reported.
+    highest: Option<u32>,
+    pub srtt: Option<Duration>,
+    /// Round-trip variation (RFC 6298's `RTTVAR`).
+    pub rttvar: Duration,
+    pub min_rtt: Option<Duration>,
+    /// One-way delay samples relative to the first (offset-free differences), µs.
+    owd_first: Option<u32>,
+    owd_base_rel: i64,
+    pub queueing: Duration,
+    /// The largest queueing delay seen lately (decays by 1% a report): how deep the path's
+    /// buffer is, as far as the sender can tell.
+    queueing_peak: Duration,
+    /// Service time per packet, seconds (`γ` samples), and the last report it came from.
+    gamma: VecDeque<f64>,
+    last_arrival: Option<(u32, u32)>,
+    /// Loss rate, an average over reports.
+    pub loss: f64,
+    /// When a report last arrived, and when the window last halved (once per round trip).
+    pub last_report: Option<Instant>,
+    last_halving: Option<Instant>,
+    /// Slow start: +1 per acknowledged packet until the first loss or until the queue passes
+    /// half the delay target.
+    pub slow_start: bool,
+    pub sent_total: u64,
+    pub bytes_sent: u64,
+    pub clones_sent: u64,
+}
+
+impl PathTx {
+    pub fn new(initial_cwnd: f64) -> Self {
+        PathTx {
+            up: true,
+            cwnd: initial_cwnd,
+            next_seq: 0,
+            sent: VecDeque::new(),
+            delivered: 0,
+            lost: 0,
+            last_received: None,
+            highest: None,
+            srtt: None,
+            rttvar: Duration::ZERO,
+            min_rtt: None,
+            owd_first: None,
+            owd_base_rel: i64::MAX,
+            queueing: Duration::ZERO,
+            queueing_peak: Duration::ZERO,
+            gamma: VecDeque::new(),
+            last_arrival: None,
+            loss: 0.0,
+            last_report: None,
+            last_halving: None,
+            slow_start: true,
+            sent_total: 0,
+            bytes_sent: 0,
+            clones_sent: 0,
+        }
+    }
+
+    /// Packets sent and neither reported delivered nor declared lost.
+    pub fn in_flight(&self) -> usize {
+        self.sent.len()
+    }
+
+    /// When the oldest packet in flight left.
+    pub fn oldest_in_flight(&self) -> Option<Instant> {
+        self.sent.front().map(|s| s.1)
+    }
+
+    /// Whether the window has room for one more packet (up or not).
+    pub fn window_open(&self) -> bool {
+        (self.in_flight() as f64) < self.cwnd.floor().max(1.0)
+    }
+
+    /// Records a packet sent now; returns its sequence number.
+    pub fn on_send(&mut self, now: Instant, bytes: usize, clone: bool) -> u32 {
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        if self.sent.len() == SENT_LOG {
+            // A path that never reports: its oldest packet counts as lost.
+            self.sent.pop_front();
+            self.lost += 1;
+        }
+        self.sent.push_back((seq, now));
+        self.sent_total += 1;
+        self.bytes_sent += bytes as u64;
+        self.clones_sent += u64::from(clone);
+        seq
+    }
+
+    /// `D_i`, `γ_i`, `u_i` for delay balancing (see `balance`), with defaults until measured:
+    /// half the smallest round trip plus the queueing delay, and the service time's level and
+    /// variability over the last 200 samples.
+    ///
+    /// A sample is the time between two reports' last arrivals per packet delivered. It is the
+    /// service time only while packets queue at the path; when the sender left the path idle
+    /// (a small share, a pause) the gap includes the idle time, and a path the scheduler uses
+    /// little would look slow and be used less still. Packets cannot arrive closer than the
+    /// path serves them, so `γ_i` is the smallest sample (as BBR keeps the largest delivery
+    /// rate rather than the mean), and `u_i` (Eq. 9, covariances of neighbouring packets only:
+    /// `u²·w ≈ w·Var + 2·(w − 1)·cov₁`, so per √packet `u ≈ √(Var + 2·cov₁)`) uses the samples
+    /// within twice that level: longer gaps are idle time, not the path's variability.
+    pub fn delay_model(&self, default_rtt: Duration) -> PathDelay {
+        let base = self.min_rtt.unwrap_or(default_rtt).as_secs_f64() / 2.0 + self.queueing.as_secs_f64();
+        if self.gamma.len() < 8 {
+            return PathDelay { base, gamma: 1e-4, u: 0.0 };
+        }
+        let mut sorted: Vec<f64> = self.gamma.iter().copied().collect();
+        sorted.sort_by(f64::total_cmp);
+        let level = sorted[0].max(1e-7);
+        let busy: Vec<f64> = self.gamma.iter().copied().filter(|&g| g <= 2.0 * level).collect();
+        let n = busy.len();
+        if n < 2 {
+            return PathDelay { base, gamma: level, u: 0.0 };
+        }
+        let mean = busy.iter().sum::<f64>() / n as f64;
+        let var = busy.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+        let cov1 =
+            busy.iter().zip(busy.iter().skip(1)).map(|(a, b)| (a - mean) * (b - mean)).sum::<f64>() / (n - 1) as f64;
+        PathDelay { base, gamma: level, u: (var + 2.0 * cov1).max(0.0).sqrt() }
+    }
+
+    /// A receiver's report on this path, arriving at `now`. Updates delays, service time and
+    /// loss, and applies Algorithm 3 to the window; returns (packets newly delivered, newly lost).
+    pub fn on_report(&mut self, now: Instant, r: &PathAck, growth: Growth) -> (u64, u64) {
+        self.last_report = Some(now);
+        self.up = true;
+        let newly = match self.last_received {
+            Some(prev) => u64::from(r.received.wrapping_sub(prev)),
+            None => u64::from(r.received),
+        };
+        if self.last_received.is_some_and(|p| r.received.wrapping_sub(p) > u32::MAX / 2) {
+            return (0, 0); // an older report, overtaken
+        }
+        self.last_received = Some(r.received);
+        // The window grows only while it limits the sender (RFC 7661): a path carrying a few
+        // acknowledgements must not earn a window it never used.
+        let window_limited = self.sent.len() as f64 >= self.cwnd / 2.0;
+        if self.highest.is_none_or(|h| r.highest.wrapping_sub(h) < u32::MAX / 2) {
+            self.highest = Some(r.highest);
+        }
+        // Round trip of the highest packet, less the receiver's hold.
+        if let Some(&(_, at)) = self.sent.iter().find(|(s, _)| *s == r.highest) {
+            let rtt = now.saturating_duration_since(at).saturating_sub(Duration::from_micros(u64::from(r.held_us)));
+            self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+            // RFC 6298 §2: RTTVAR ← ¾·RTTVAR + ¼·|SRTT − R|, SRTT ← ⅞·SRTT + ⅛·R.
+            self.rttvar = match self.srtt {
+                Some(s) => (self.rttvar * 3 + s.abs_diff(rtt)) / 4,
+                None => rtt / 2,
+            };
+            self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
+        }
+        // A report with nothing new (the answer to a probe) says nothing of delay or rate.
+        if newly > 0 {
+            // Queueing delay: one-way delay above its smallest (the clock offset cancels).
+            let first = *self.owd_first.get_or_insert(r.owd_raw_us);
+            let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
+            self.owd_base_rel = self.owd_base_rel.min(rel);
+            self.queueing = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
+            self.queueing_peak = self.queueing.max(self.queueing_peak.mul_f64(0.99));
+            // Service time: arrivals between reports per packet delivered.
+            if let Some((prev_arrival, prev_rx)) = self.last_arrival {
+                let dt = f64::from(r.arrival_us.wrapping_sub(prev_arrival)) / 1e6;
+                let dn = f64::from(r.received.wrapping_sub(prev_rx));
+                if dn > 0.0 && dt > 0.0 && dt < 10.0 {
+                    if self.gamma.len() == GAMMA_SAMPLES {
+                        self.gamma.pop_front();
+                    }
+                    self.gamma.push_back(dt / dn);
+                }
+            }
+            self.last_arrival = Some((r.arrival_us, r.received));
+        }
+        // Everything up to the highest reported is out of flight (a path keeps its order);
+        // of those, the ones the receiver did not count are lost. So is everything sent
+        // before a probe this report answers (below its mark): the probe overtook nothing.
+        let highest = r.highest;
+        let before = |s: u32, bound: u32| bound.wrapping_sub(s).wrapping_sub(1) < u32::MAX / 2;
+        let mut out = 0u64;
+        let mut out_by_mark = 0u64;
+        while let Some(&(s, _)) = self.sent.front() {
+            if s == highest || before(s, highest) {
+                out += 1;
+            } else if r.probe_mark != super::wire::NO_MARK && before(s, r.probe_mark) {
+                out_by_mark += 1;
+            } else {
+                break;
+            }
+            self.sent.pop_front();
+        }
+        let newly_lost = out.saturating_sub(newly) + out_by_mark;
+        self.delivered += newly;
+        self.lost += newly_lost;
+        let total = (newly + newly_lost) as f64;
+        if total > 0.0 {
+            let sample = newly_lost as f64 / total;
+            let weight = (total / 64.0).min(1.0);
+            self.loss += weight * (sample - self.loss);
+        }
+        // Algorithm 3: grow per acknowledged packet, halve on loss (once per round trip).
+        // Seed 001 gives no start-up; Cohort starts in slow start (+1 per acknowledged packet,
+        // as TCP and LEDBAT do) until the first loss or until the queue passes half of `τ`.
+        let alpha = match growth {
+            Growth::DelayTarget { tau } => {
+                let tau = tau.as_secs_f64().max(1e-6);
+                if self.queueing.as_secs_f64() > tau / 2.0 {
+                    self.slow_start = false;
+                }
+                ((tau - self.queueing.as_secs_f64()) / tau).clamp(-1.0, 1.0)
+            }
+            Growth::Reno => 1.0,
+        };
+        for _ in 0..newly {
+            let step = if self.slow_start { 1.0 } else { alpha / self.cwnd };
+            if window_limited || step < 0.0 {
+                self.cwnd = (self.cwnd + step).max(2.0);
+            }
+        }
+        // Loss: Algorithm 3 halves the window. On a radio most losses are channel errors that
+        // coding repairs, and halving for each would starve a lossy path (a 10% loss rate
+        // halves it every round trip). LD-MPSP keeps the queue near τ, below a buffer that
+        // overflows, so Cohort halves its window only for a loss that comes with a queue at
+        // the target or past ¾ of the deepest queue seen lately (a buffer shallower than τ),
+        // and never below τ/2: a few packets' burst is not congestion. Once per round trip.
+        // Reno windows (the baselines) halve on every loss event, as MPTCP's subflows do.
+        let congested = match growth {
+            Growth::DelayTarget { tau } => self.queueing >= tau.min(self.queueing_peak.mul_f64(0.75)).max(tau / 2),
+            Growth::Reno => true,
+        };
+        if newly_lost > 0 && congested {
+            self.slow_start = false;
+            let rtt = self.srtt.unwrap_or(Duration::from_millis(100));
+            if self.last_halving.is_none_or(|t| now.saturating_duration_since(t) >= rtt) {
+                self.cwnd = (self.cwnd / 2.0).max(2.0);
+                self.last_halving = Some(now);
+            }
+        }
+        (newly, newly_lost)
+    }
+
+    /// The path went silent: what is in flight is lost, the window starts again (in slow
+    /// start) and the service-time samples, which span the silence, are dropped.
+    pub fn fail(&mut self, initial_cwnd: f64) {
+        self.up = false;
+        self.lost += self.sent.len() as u64;
+        self.sent.clear();
+        self.cwnd = initial_cwnd;
+        self.last_halving = None;
+        self.slow_start = true;
+        self.gamma.clear();
+        self.last_arrival = None;
+    }
+}
+
+/// The receiver's view of one path.
+#[derive(Debug, Clone, Default)]
+pub struct PathRx {
+    /// A probe asked for a report now; the latest probe's mark.
+    pub probed: bool,
+    pub probe_mark: Option<u32>,
+    pub received: u32,
+    pub highest: Option<(u32, u32, Instant, u32)>,
+    pub unacked: u32,
+    pub first_unacked: Option<Instant>,
+}
+
+impl PathRx {
+    /// A data datagram of sequence `seq` sent at `sent_us` arrived at `now` (`now_us` on this
+    /// clock).
+    pub fn on_data(&mut self, now: Instant, now_us: u32, seq: u32, sent_us: u32) {
+        self.received = self.received.wrapping_add(1);
+        if self.highest.is_none_or(|(h, ..)| seq.wrapping_sub(h).wrapping_sub(1) < u32::MAX / 2) {
+            self.highest = Some((seq, sent_us, now, now_us.wrapping_sub(sent_us)));
+        }
+        self.unacked += 1;
+        self.first_unacked.get_or_insert(now);
+    }
+
+    /// The report to send now, on path `path`.
+    pub fn report(&mut self, path: u8, now: Instant, now_us: u32) -> Option<PathAck> {
+        let (h, sent_us, at, owd) = self.highest?;
+        self.probed = false;
+        self.unacked = 0;
+        self.first_unacked = None;
+        Some(PathAck {
+            path,
+            received: self.received,
+            highest: h,
+            highest_sent_us: sent_us,
+            held_us: now.saturating_duration_since(at).as_micros().min(u128::from(u32::MAX)) as u32,
+            owd_raw_us: owd,
+            arrival_us: now_us.wrapping_sub(now.saturating_duration_since(at).as_micros() as u32),
+            probe_mark: self.probe_mark.unwrap_or(super::wire::NO_MARK),
+        })
+    }
+}
+
+/// Seed 001 §4.2: the cloning probability `c_p = min{k, p_e/(1 − p_e)}` (`0.5 ≤ k ≤ 1`), with
+/// `p_e` the largest loss rate of the paths in use.
+pub fn clone_probability(k: f64, pe: f64) -> f64 {
+    let pe = pe.clamp(0.0, 0.99);
+    (pe / (1.0 - pe)).min(k.clamp(0.5, 1.0))
+}
+
+/// Seed 001 §4.2: the packets a window of `w` may become with its clones,
+/// `min{(1 + k)·w, w/(1 − p_e)}`.
+pub fn cloned_window(k: f64, pe: f64, w: f64) -> f64 {
+    let pe = pe.clamp(0.0, 0.99);
+    ((1.0 + k.clamp(0.5, 1.0)) * w).min(w / (1.0 - pe))
+}
