@@ -150,9 +150,9 @@ class LrtSocket:
         return data
 
     def stats(self) -> dict[str, Any]:
-        """Counters: datagrams and wire bytes, rejected frames by reason (``frames``), and
-        the connection's own (``conn``: symbols, repairs, acknowledgements, loss estimate,
-        smoothed RTT)."""
+        """Counters: datagrams and wire bytes, rejected frames by reason (``frames``), the
+        session key exchange (``keys``), and the connection's own (``conn``: symbols, repairs,
+        acknowledgements, loss estimate, smoothed RTT)."""
         return self._sock.stats()
 
     @property
