@@ -1,7 +1,71 @@
 """Cohort's Python package.
 
-The protocols and the runtime are Rust (the ``cohort`` command). This package holds the tools
-written in Python: :mod:`cohort.plot` renders benchmark reports as PNG charts.
+The protocols and the runtime are Rust. This package exposes them to Python through the
+native module ``cohort._native`` (built by maturin from ``crates/cohort-py``):
+
+* :class:`cohort.LrtSocket`: the coded transport (reliable, in-order messages over UDP);
+* :class:`cohort.GroupSocket`: group request-reply and membership (GCBRR);
+* :mod:`cohort.sim`: the deterministic simulator; :mod:`cohort.medium`: the 802.11 model's
+  saturation runs;
+* :mod:`cohort.errors`: the exceptions they raise.
+
+It also holds the tools written in Python: :mod:`cohort.tune` (the OS tuner behind
+``cohort tune``) and :mod:`cohort.plot` (benchmark charts). Those never load the native
+module, so they work from a checkout without a build.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from cohort.errors import (
+    ClosedError,
+    CohortError,
+    ConfigError,
+    IoError,
+    MessageSizeError,
+    StateError,
+    TimeoutError,
+)
+
+if TYPE_CHECKING:
+    from cohort import medium, sim
+    from cohort.group import GroupSocket
+    from cohort.lrt import LrtSocket
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "ClosedError",
+    "CohortError",
+    "ConfigError",
+    "GroupSocket",
+    "IoError",
+    "LrtSocket",
+    "MessageSizeError",
+    "StateError",
+    "TimeoutError",
+    "medium",
+    "sim",
+]
+
+# Loaded on first use, so `cohort.tune` and `cohort.plot` need no native module.
+_LAZY = {"LrtSocket": ("cohort.lrt", "LrtSocket"), "GroupSocket": ("cohort.group", "GroupSocket")}
+_LAZY_MODULES = {"sim", "medium", "lrt", "group"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+    elif name in _LAZY_MODULES:
+        value = importlib.import_module(f"cohort.{name}")
+    else:
+        raise AttributeError(f"module 'cohort' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

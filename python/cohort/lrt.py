@@ -1,0 +1,187 @@
+"""The coded transport (LRT): reliable, in-order messages over UDP with network coding.
+
+:class:`LrtSocket` is one connection; both ends hold the team's secret and team id, and every
+datagram is sealed with the key derived from them. It wraps the Rust
+``cohort_net::LrtSocket`` (its driver thread, its timers, real UDP). Blocking calls release the
+GIL while they wait; ``*_async`` calls are awaitable on any asyncio loop.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from types import TracebackType
+from typing import Any
+
+from cohort import _aio, _native
+
+__all__ = ["LrtSocket"]
+
+
+class LrtSocket:
+    """One LRT connection. Open it with :meth:`listen` (then :meth:`accept`) or :meth:`connect`.
+
+    >>> server = LrtSocket.listen("127.0.0.1:0", secret=b"k" * 32, team=1, sender_id=1)
+    >>> host, port = server.local_addr
+    >>> client = LrtSocket.connect(f"{host}:{port}", secret=b"k" * 32, team=1, sender_id=2)
+    >>> _ = server.accept(timeout=5)
+    >>> client.send(b"hello")
+    >>> server.recv(timeout=5)
+    b'hello'
+    >>> client.close(); server.close()
+    """
+
+    def __init__(self, native: _native.LrtSocket) -> None:
+        self._sock = native
+        # Messages an async receive took from the socket for a task that was cancelled in
+        # the same instant: the next receive returns them first.
+        self._kept: deque[bytes] = deque()
+
+    @classmethod
+    def listen(
+        cls,
+        addr: str,
+        *,
+        secret: bytes,
+        team: int,
+        sender_id: int,
+        dscp: int | None = None,
+        priority: int | None = None,
+        handshake_timeout: float = 5.0,
+        idle_timeout: float = 10.0,
+    ) -> LrtSocket:
+        """Binds ``addr`` (``"ip:port"``, port 0 for any) and returns at once; the first peer
+        whose handshake authenticates connects it (see :meth:`accept`).
+
+        ``dscp`` marks outgoing datagrams (46, EF, puts them on Wi-Fi's AC_VO); ``priority``
+        sets ``SO_PRIORITY``. ``idle_timeout`` seconds without an authenticated packet from
+        the peer close the connection.
+        """
+        return cls(
+            _native.LrtSocket.listen(
+                addr,
+                secret=secret,
+                team=team,
+                sender_id=sender_id,
+                dscp=dscp,
+                priority=priority,
+                handshake_timeout=handshake_timeout,
+                idle_timeout=idle_timeout,
+            )
+        )
+
+    @classmethod
+    def connect(
+        cls,
+        addr: str,
+        *,
+        secret: bytes,
+        team: int,
+        sender_id: int,
+        dscp: int | None = None,
+        priority: int | None = None,
+        handshake_timeout: float = 5.0,
+        idle_timeout: float = 10.0,
+    ) -> LrtSocket:
+        """Connects to the listener at ``addr`` and waits for the handshake.
+
+        Raises :class:`~cohort.errors.ClosedError` with ``reason == "HandshakeTimedOut"`` when
+        nothing answered within ``handshake_timeout`` seconds: no listener there, or one with
+        another secret or team id (its datagrams fail authentication and are dropped).
+        """
+        return cls(
+            _native.LrtSocket.connect(
+                addr,
+                secret=secret,
+                team=team,
+                sender_id=sender_id,
+                dscp=dscp,
+                priority=priority,
+                handshake_timeout=handshake_timeout,
+                idle_timeout=idle_timeout,
+            )
+        )
+
+    def accept(self, timeout: float | None = None) -> LrtSocket:
+        """Waits (up to ``timeout`` seconds, or forever) until a peer has connected to this
+        listening socket; returns the socket itself."""
+        self._sock.wait_connected(timeout)
+        return self
+
+    def wait_connected(self, timeout: float | None = None) -> None:
+        """Waits until the handshake is done (see :meth:`accept`)."""
+        self._sock.wait_connected(timeout)
+
+    def send(self, data: bytes | bytearray, timeout: float | None = None) -> None:
+        """Queues one message (1 byte to 16 MiB), waiting while the send buffer is full.
+
+        Returning means queued, not delivered: :meth:`flush` waits for the peer.
+        """
+        self._sock.send(data, timeout)
+
+    def recv(self, timeout: float | None = None) -> bytes:
+        """The next message, waiting up to ``timeout`` seconds (forever with ``None``).
+
+        Raises :class:`~cohort.errors.TimeoutError` when none came in time.
+        """
+        if self._kept:
+            return self._kept.popleft()
+        return self._sock.recv(timeout)
+
+    def try_recv(self) -> bytes | None:
+        """The next message if one is waiting, else ``None``."""
+        if self._kept:
+            return self._kept.popleft()
+        return self._sock.try_recv()
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Waits until the peer has acknowledged everything sent so far."""
+        self._sock.flush(timeout)
+
+    async def send_async(self, data: bytes | bytearray) -> None:
+        """Async :meth:`send`: resolves once the message is queued."""
+        await _aio.run(self._sock.send_op(bytes(data)))
+
+    async def recv_async(self) -> bytes:
+        """Async :meth:`recv`. Cancelling it (``asyncio.wait_for``, a task's ``cancel``) loses
+        no message: one taken at the moment of cancellation is returned by the next receive."""
+        if self._kept:
+            return self._kept.popleft()
+        data: bytes = await _aio.run(self._sock.recv_op(), self._kept.appendleft)
+        return data
+
+    def stats(self) -> dict[str, Any]:
+        """Counters: datagrams and wire bytes, rejected frames by reason (``frames``), the
+        session key exchange (``keys``), and the connection's own (``conn``: symbols, repairs,
+        acknowledgements, loss estimate, smoothed RTT)."""
+        return self._sock.stats()
+
+    @property
+    def local_addr(self) -> tuple[str, int]:
+        """The bound address, ``(ip, port)``."""
+        return self._sock.local_addr
+
+    @property
+    def peer_addr(self) -> tuple[str, int] | None:
+        """The peer's address, once known."""
+        return self._sock.peer_addr
+
+    @property
+    def closed(self) -> bool:
+        return self._sock.closed
+
+    def close(self) -> None:
+        """Closes the connection (the peer is told). Queued messages are not sent: call
+        :meth:`flush` first. Closing twice does nothing."""
+        self._sock.close()
+
+    def __enter__(self) -> LrtSocket:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"peer={self.peer_addr}"
+        return f"LrtSocket(local={self.local_addr}, {state})"
