@@ -31,7 +31,7 @@
 //! What a replayed message 1 can do: a responder answers it (a responder keeps no state across
 //! lives), but nobody without the initiator's ephemeral secret can finish the exchange, so the
 //! responder must not commit to a peer before that peer's first datagram under the session key
-//! arrives. `cohort_net::lrt::LrtSocket` keeps such half-open responses in a bounded table.
+//! arrives. `cohort-net`'s sockets keep such half-open responses in a bounded table.
 //!
 //! Sans-IO: the initiator's retransmission runs on the caller's clock (`poll_transmit` /
 //! `poll_timeout`, as everywhere in `cohort-proto`), and the ephemeral key comes from 32 bytes

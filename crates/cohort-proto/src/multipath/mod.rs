@@ -11,23 +11,29 @@
 //!   queueing delay `q_i` (one-way delay above its minimum: the clock offset cancels), the
 //!   service time per packet `γ_i` and its variability `u_i` over the last 200 packets (Eqs.
 //!   8-9), and the loss rate.
-//! * **LD-MPSP windows** (Algorithm 3): per acknowledged packet `w_i ← w_i + ((τ − q_i)/τ)/w_i`,
-//!   halve on loss (once per round trip). A path whose queue exceeds the target `τ` shrinks.
+//! * **LD-MPSP windows** (Algorithm 3): per acknowledged packet `w_i ← w_i + ((τ − q_i)/τ)/w_i`;
+//!   a path whose queue exceeds the target `τ` shrinks. Halving on loss (once per round trip)
+//!   only for a loss that comes with a queue, slow start first, growth only while the window
+//!   limits: Cohort's choices, see [`path::PathTx::on_report`].
 //! * **MS-UCB** ([`bandit`], Algorithm 2, Eqs. 13-16): each round chooses the super-arm `S` of
-//!   paths to use; at the round's end every arm of `S` is rewarded by its delivery delay and
-//!   loss. A federated start (Eqs. 17-18) seeds an arm from statistics other robots shared.
+//!   paths to use; at the round's end every arm of `S` is rewarded by its delivery time per
+//!   packet and loss. A federated start (Eqs. 17-18) seeds an arm from statistics other
+//!   robots shared.
 //! * **Delay balancing** ([`balance`], Eqs. 5-12): a round's window `W = Σ_{i∈S} w_i` is split
-//!   into per-path quotas that equalise `D_i + γ_i·w_i + z·u_i·√w_i` (the integer search of
-//!   Eq. 11); each packet goes to the path of `S` with quota and window room whose next packet
-//!   would arrive first.
+//!   into per-path quotas that equalise `D_i + γ_i·w_i + z·u_i·√w_i` (Eq. 11 solved exactly);
+//!   each packet goes to the path of `S` with quota and window room whose next packet would
+//!   arrive first.
 //! * **Cloning** (§4.2): a flow's first `short_flow_bytes` go on every path of `S` (full
 //!   cloning: a short flow finishes as fast as the best path); after that each packet is
 //!   duplicated on another path with probability `c_p = min{k, p_e/(1 − p_e)}` less LRT's own
 //!   repair rate `r`: LRT's repairs, which any path may carry, already are coded clones.
-//! * **Failure and return**: a path with packets in flight and no report for half of
-//!   `max(fail_after, 4·srtt)` is probed (a 2-byte request the receiver answers with the
-//!   path's report, so a lost report is not a failure); silent for the whole of it, the path
-//!   is down: its packets count as lost (LRT's repairs cover them) and it leaves every
+//! * **Failure and return**: a path whose oldest packet in flight is overdue (an RFC 6298
+//!   timeout of the path) is suspect: the scheduler stops waiting for it and LRT repairs its
+//!   packets in flight at once on the others ([`Connection::repair_soon`]). A path with
+//!   packets in flight and no report for half of `max(fail_after, 4·srtt)` is probed (a
+//!   6-byte request the receiver answers with the path's report, so a lost report is not a
+//!   failure; its mark shows which packets were lost); silent for the whole of it, the path is
+//!   down: its packets count as lost (LRT's repairs cover them) and it leaves every
 //!   super-arm. A down path is probed every `probe_interval`; any report brings it back.
 //!
 //! The baselines of seed 001's comparison run on the same machine ([`Scheduler`]): the
