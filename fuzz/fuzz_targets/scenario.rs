@@ -1,4 +1,5 @@
-//! The scenario parsers (`cohort sim`'s TOML, the testbed's TOML and JSON) on arbitrary text:
+//! The scenario parsers (`cohort sim`'s TOML, the testbed's TOML and JSON, link trace files)
+//! on arbitrary text:
 //! any input gives a scenario or a typed error, never a panic. Each input is tried as it is,
 //! and spliced into one of the repository's own scenario files (the first byte picks the file,
 //! the next two where the bytes go), so that mutations reach the validation behind the TOML
@@ -21,6 +22,7 @@ fn parse_all(text: &str) {
     let _ = cohort_sim::Scenario::from_toml(text);
     let _ = cohort_emu::TestbedScenario::parse(text);
     let _ = cohort_emu::TestbedScenario::from_json(text);
+    let _ = cohort_sim::mobility::parse_trace(text);
 }
 
 fuzz_target!(|data: &[u8]| {

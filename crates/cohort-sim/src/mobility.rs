@@ -182,38 +182,129 @@ pub fn trace(m: &Mobility, band: Band, duration: Duration) -> Trace {
 /// The multipath paths of a robot with one radio per band in `radios`: each path follows its
 /// radio's trace (its link's parameters change, and it is out while the radio is).
 pub fn paths(m: &Mobility, radios: &[Band], duration: Duration) -> Vec<MpPath> {
-    radios
-        .iter()
-        .map(|&band| {
-            let tr = trace(m, band, duration);
-            // The link starts with the first associated state (or any, if never associated).
-            let first = tr.iter().find_map(|(_, s)| *s).unwrap_or_else(|| LinkParams::clean(m.owd, 1_000_000));
-            let mut p = MpPath::new(first);
-            let mut out_since: Option<Duration> = None;
-            for (t, s) in &tr {
-                match (s, out_since) {
-                    (None, None) => out_since = Some(*t),
-                    (Some(params), since) => {
-                        if let Some(a) = since {
-                            p.outages.push((a, *t));
-                            out_since = None;
-                        }
-                        p.changes.push((*t, *params));
-                    }
-                    (None, Some(_)) => {}
+    radios.iter().map(|&band| from_trace(&trace(m, band, duration), LinkParams::clean(m.owd, 1_000_000))).collect()
+}
+
+/// A path that follows `tr`: its link starts with the trace's first associated state
+/// (`fallback` if it never has one), changes at every entry, and is out from each `None` to
+/// the next state (to the end of time after the last).
+pub fn from_trace(tr: &Trace, fallback: LinkParams) -> MpPath {
+    let first = tr.iter().find_map(|(_, s)| *s).unwrap_or(fallback);
+    let mut p = MpPath::new(first);
+    let mut out_since: Option<Duration> = None;
+    for (t, s) in tr {
+        match (s, out_since) {
+            (None, None) => out_since = Some(*t),
+            (Some(params), since) => {
+                if let Some(a) = since {
+                    p.outages.push((a, *t));
+                    out_since = None;
                 }
+                p.changes.push((*t, *params));
             }
-            if let Some(a) = out_since {
-                p.outages.push((a, duration + Duration::from_secs(3600)));
+            (None, Some(_)) => {}
+        }
+    }
+    if let Some(a) = out_since {
+        p.outages.push((a, Duration::MAX / 2));
+    }
+    p
+}
+
+/// A line of a trace file that cannot be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("trace line {line}: {why}")]
+pub struct TraceError {
+    pub line: usize,
+    pub why: String,
+}
+
+/// Reads a recorded link trace (a field measurement, another tool's output): one line per
+/// change, `t_ms,rate_mbps,owd_ms,loss` while the link is up or `t_ms,down` while it is out;
+/// times strictly increasing; `#` starts a comment. Every bad line is a [`TraceError`] naming
+/// it, never a panic.
+pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
+    let mut out: Trace = Vec::new();
+    for (k, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let err = |why: String| TraceError { line: k + 1, why };
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let num = |i: usize, name: &str| -> Result<f64, TraceError> {
+            let v: f64 = fields[i].parse().map_err(|_| err(format!("{name} `{}` is not a number", fields[i])))?;
+            if v.is_finite() && v >= 0.0 {
+                Ok(v)
+            } else {
+                Err(err(format!("{name} {v} must be finite and not negative")))
             }
-            p
-        })
-        .collect()
+        };
+        let t = Duration::from_secs_f64(num(0, "t_ms")? / 1e3);
+        if out.last().is_some_and(|(prev, _)| *prev >= t) {
+            return Err(err("times must increase".into()));
+        }
+        let state = match fields.len() {
+            2 if fields[1] == "down" => None,
+            4 => {
+                let (rate, owd, loss) = (num(1, "rate_mbps")?, num(2, "owd_ms")?, num(3, "loss")?);
+                if rate <= 0.0 || loss > 1.0 {
+                    return Err(err(format!("rate {rate} must be positive and loss {loss} at most 1")));
+                }
+                let p = LinkParams {
+                    loss: LossModel::Iid { p: loss },
+                    ..LinkParams::clean(Duration::from_secs_f64(owd / 1e3), (rate * 1e6) as u64)
+                };
+                p.validate().map_err(|e| err(e.to_string()))?;
+                Some(p)
+            }
+            _ => return Err(err("expected `t_ms,rate_mbps,owd_ms,loss` or `t_ms,down`".into())),
+        };
+        out.push((t, state));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_file_is_read_and_bad_lines_are_named() {
+        let tr = parse_trace("# t_ms,rate_mbps,owd_ms,loss\n0,20,10,0.01\n500, down\n800,5,30,0.1 # back, slower\n")
+            .unwrap();
+        assert_eq!(tr.len(), 3);
+        assert_eq!(tr[1], (Duration::from_millis(500), None));
+        let p = from_trace(&tr, LinkParams::clean(Duration::from_millis(1), 1_000_000));
+        assert_eq!(p.link.rate_bps, 20_000_000);
+        assert_eq!(p.outages, vec![(Duration::from_millis(500), Duration::from_millis(800))]);
+        assert_eq!(p.changes.len(), 2);
+        for (bad, line) in [
+            ("0,20,10", 1),
+            ("0,20,10,0\n0,20,10,0", 2),
+            ("x,1,1,0", 1),
+            ("0,-1,1,0", 1),
+            ("0,0,1,0", 1),
+            ("0,1,1,2", 1),
+            ("0,nan,1,0", 1),
+            ("0,up", 1),
+            ("# c\n\n5,1,1,0\n4,down", 4),
+        ] {
+            assert_eq!(parse_trace(bad).map_err(|e| e.line), Err(line), "{bad:?}");
+        }
+    }
+
+    /// A run over a recorded trace: the second path goes down and comes back slower; every
+    /// message arrives in order.
+    #[test]
+    fn a_run_follows_a_trace_file() {
+        use crate::multipath::{MpRun, run};
+        let clean = LinkParams::clean(Duration::from_millis(10), 20_000_000);
+        let tr = parse_trace("0,10,10,0\n300,down\n700,4,20,0.05\n").unwrap();
+        let paths = vec![MpPath::new(clean), from_trace(&tr, clean)];
+        let o = run(&MpRun::new(Default::default(), paths, 3000, 1000, 3)).unwrap();
+        assert_eq!((o.delivered, o.in_order), (3000, true));
+    }
 
     #[test]
     fn rates_follow_the_standard_and_the_dcf() {
