@@ -100,7 +100,13 @@ fn a_path_lost_mid_stream_costs_no_message() {
     });
     for i in 0..4000u32 {
         if i == 1500 {
-            assert!(fwd.load(Ordering::Relaxed) > 0, "path 1 carried traffic before the cut");
+            // `send` only queues: wait (bounded) until path 1 has really carried traffic, then
+            // cut it while the rest of the stream is still to go.
+            let since = std::time::Instant::now();
+            while fwd.load(Ordering::Relaxed) < 50 && since.elapsed() < Duration::from_secs(10) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            assert!(fwd.load(Ordering::Relaxed) >= 50, "path 1 carried traffic before the cut");
             cut.store(true, Ordering::Relaxed);
         }
         c.send(&msg(i, 900)).unwrap();
