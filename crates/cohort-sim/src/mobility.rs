@@ -240,7 +240,15 @@ pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
                 Err(err(format!("{name} {v} must be finite and not negative")))
             }
         };
-        let t = Duration::from_secs_f64(num(0, "t_ms")? / 1e3);
+        // Times and delays past a day are refused (Duration cannot hold every f64, and no
+        // trace needs them).
+        let ms = |v: f64, name: &str| -> Result<Duration, TraceError> {
+            if v > 86_400_000.0 {
+                return Err(err(format!("{name} {v} is longer than a day")));
+            }
+            Ok(Duration::from_secs_f64(v / 1e3))
+        };
+        let t = ms(num(0, "t_ms")?, "t_ms")?;
         if out.last().is_some_and(|(prev, _)| *prev >= t) {
             return Err(err("times must increase".into()));
         }
@@ -248,12 +256,12 @@ pub fn parse_trace(text: &str) -> Result<Trace, TraceError> {
             2 if fields[1] == "down" => None,
             4 => {
                 let (rate, owd, loss) = (num(1, "rate_mbps")?, num(2, "owd_ms")?, num(3, "loss")?);
-                if rate <= 0.0 || loss > 1.0 {
-                    return Err(err(format!("rate {rate} must be positive and loss {loss} at most 1")));
+                if rate <= 0.0 || rate > 100_000.0 || loss > 1.0 {
+                    return Err(err(format!("rate {rate} must be in (0, 100 000] Mbit/s and loss {loss} at most 1")));
                 }
                 let p = LinkParams {
                     loss: LossModel::Iid { p: loss },
-                    ..LinkParams::clean(Duration::from_secs_f64(owd / 1e3), (rate * 1e6) as u64)
+                    ..LinkParams::clean(ms(owd, "owd_ms")?, (rate * 1e6) as u64)
                 };
                 p.validate().map_err(|e| err(e.to_string()))?;
                 Some(p)
@@ -287,6 +295,10 @@ mod tests {
             ("0,0,1,0", 1),
             ("0,1,1,2", 1),
             ("0,nan,1,0", 1),
+            ("3e46", 1),
+            ("3e46,down", 1),
+            ("0,1,3e46,0", 1),
+            ("0,1e300,1,0", 1),
             ("0,up", 1),
             ("# c\n\n5,1,1,0\n4,down", 4),
         ] {
