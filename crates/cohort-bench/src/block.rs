@@ -146,7 +146,13 @@ impl BlockSender {
     }
 
     fn redundancy(&self) -> f64 {
-        cohort_proto::lrt::pace::redundancy(self.loss.loss(), self.cfg.redundancy_spread, self.cfg.redundancy_min, 1.0)
+        cohort_proto::lrt::pace::redundancy(
+            self.loss.loss(),
+            1.0,
+            self.cfg.redundancy_spread,
+            self.cfg.redundancy_min,
+            1.0,
+        )
     }
 
     fn coder_cfg(&self) -> CoderConfig {
@@ -400,7 +406,16 @@ impl BlockReceiver {
             // sender tops up by exactly what is missing.
             (id, false, b.dec.rank() as u32, b.dec.next_release() as u32)
         };
-        let ack = AckRepr { coder, full_rank, seen, released, echo_pn: self.highest_pn, rx_data: self.rx_data };
+        let ack = AckRepr {
+            coder,
+            full_rank,
+            seen,
+            released,
+            echo_pn: self.highest_pn,
+            rx_data: self.rx_data,
+            rank: seen,
+            loss_runs: 0,
+        };
         LrtRepr::Ack(ack).emit(buf)
     }
 }
@@ -411,7 +426,7 @@ mod tests {
 
     fn ack(coder: u16, seen: u32, echo_pn: u64) -> Vec<u8> {
         let mut buf = vec![0u8; 64];
-        let a = AckRepr { coder, full_rank: false, seen, released: 0, echo_pn, rx_data: 0 };
+        let a = AckRepr { coder, full_rank: false, seen, released: 0, echo_pn, rx_data: 0, rank: seen, loss_runs: 0 };
         let n = LrtRepr::Ack(a).emit(&mut buf).unwrap();
         buf.truncate(n);
         buf

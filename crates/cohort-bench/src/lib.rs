@@ -5,6 +5,7 @@
 //! warm-up, seed) and the command that reproduces it. Timings never gate tests; the tests here
 //! only check that a tiny run produces a well-formed report.
 
+pub mod arq;
 pub mod block;
 pub mod coding;
 pub mod coorp;
@@ -14,6 +15,7 @@ pub mod coorp_testbed;
 pub mod fidelity;
 pub mod group;
 pub mod lrt;
+pub mod lrt_grid;
 pub mod medium;
 pub mod multipath;
 pub mod rattan;

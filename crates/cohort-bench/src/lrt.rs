@@ -1,7 +1,9 @@
-//! `cohort bench lrt`: LRT and seed 004's block-RLNC scheme carry the same timestamped
-//! messages over the same simulated point-to-point link (`cohort_medium::link`, virtual time,
-//! same seed), and the in-order per-message delay distribution of each is reported.
+//! `cohort bench lrt`: LRT, seed 004's block-RLNC scheme and a selective-repeat ARQ carry the
+//! same timestamped messages over the same simulated point-to-point link
+//! (`cohort_medium::link`, virtual time, same seed), and the in-order per-message delay
+//! distribution of each is reported.
 
+use crate::arq::{ArqConfig, ArqReceiver, ArqSender};
 use crate::block::{BlockConfig, BlockReceiver, BlockSender};
 use crate::stats::DelayFigures;
 use cohort_medium::link::{Duplex, LinkParams, LossModel};
@@ -13,6 +15,8 @@ use std::time::Duration;
 
 /// UDP and IPv4 header bytes each datagram also carries.
 const UDP_IP: usize = 28;
+/// Bytes each datagram carries beyond the scheme's packet: secure frame and UDP/IPv4.
+pub(crate) const PER_PACKET: usize = OVERHEAD + UDP_IP;
 
 /// What to run.
 #[derive(Debug, Clone, Serialize)]
@@ -77,8 +81,12 @@ pub struct LrtReport {
     pub in_order: bool,
     pub block_p99_ms: f64,
     pub p99_ratio_block_over_lrt: f64,
+    pub arq_p99_ms: f64,
+    pub p99_ratio_arq_over_lrt: f64,
     pub lrt: SchemeFigures,
     pub block: SchemeFigures,
+    /// Selective-repeat ARQ ([`crate::arq`]) on the same link.
+    pub arq: SchemeFigures,
     /// Offered load including LRT's redundancy at the link's mean loss, over the link rate.
     pub offered_load_share: f64,
     pub capacity_note: String,
@@ -116,6 +124,44 @@ impl End for Connection {
     }
     fn recv(&mut self) -> Option<Vec<u8>> {
         Connection::recv(self).ok().flatten()
+    }
+}
+
+impl End for ArqSender {
+    fn poll_transmit(&mut self, now: Instant, pn: u64, buf: &mut [u8]) -> Option<usize> {
+        ArqSender::poll_transmit(self, now, pn, buf)
+    }
+    fn handle_packet(&mut self, now: Instant, _pn: u64, bytes: &[u8]) {
+        ArqSender::handle_packet(self, now, bytes)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        ArqSender::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        ArqSender::handle_timeout(self, now)
+    }
+    fn send(&mut self, msg: &[u8]) {
+        ArqSender::send(self, msg)
+    }
+    fn recv(&mut self) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+impl End for ArqReceiver {
+    fn poll_transmit(&mut self, now: Instant, _pn: u64, buf: &mut [u8]) -> Option<usize> {
+        ArqReceiver::poll_transmit(self, now, buf)
+    }
+    fn handle_packet(&mut self, now: Instant, pn: u64, bytes: &[u8]) {
+        ArqReceiver::handle_packet(self, now, pn, bytes)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        ArqReceiver::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, _now: Instant) {}
+    fn send(&mut self, _msg: &[u8]) {}
+    fn recv(&mut self) -> Option<Vec<u8>> {
+        self.messages.pop_front()
     }
 }
 
@@ -265,26 +311,50 @@ fn run_scheme(p: &LrtParams, a: &mut dyn End, b: &mut dyn End, start: Instant) -
     Ok(f)
 }
 
-/// Runs LRT and the block scheme on the same link; an invalid link is an error.
-pub fn run(p: &LrtParams) -> Result<LrtReport, String> {
-    let cfg = Config { rate_bps: (p.rate_mbps * 1e6) as u64, ..Config::default() };
-    let mut a = Connection::connect(cfg.clone(), 1, Instant::ZERO).expect("default config is valid");
-    let mut b = Connection::accept(cfg.clone(), Instant::ZERO).expect("default config is valid");
-    // LRT's handshake takes one round trip; start the clock for both schemes after it.
+/// The three schemes' figures at one point.
+#[derive(Debug, Clone)]
+pub struct PointFigures {
+    pub lrt: SchemeFigures,
+    pub block: SchemeFigures,
+    pub arq: SchemeFigures,
+}
+
+/// Runs LRT (with `cfg`), the block scheme and selective-repeat ARQ on the same link, one
+/// after the other, with the same seed; an invalid link is an error.
+pub fn run_point(p: &LrtParams, cfg: &Config) -> Result<PointFigures, String> {
+    let mut a = Connection::connect(cfg.clone(), 1, Instant::ZERO).map_err(|e| format!("lrt config: {e}"))?;
+    let mut b = Connection::accept(cfg.clone(), Instant::ZERO).map_err(|e| format!("lrt config: {e}"))?;
+    // LRT's handshake takes one round trip; start the clock for every scheme after it.
     let start = Instant::ZERO + Duration::from_secs_f64(p.owd_ms * 4.0 / 1000.0 + 0.1);
     let lrt = run_scheme(p, &mut a, &mut b, start)?;
-
     debug_assert!(matches!(a.state(), State::Established | State::Closed(_)));
-    let bc = BlockConfig::default();
-    let mut bs = BlockSender::new(bc.clone());
-    let mut br = BlockReceiver::new(bc);
+    let bc = BlockConfig { symbol_size: cfg.symbol_size, ..BlockConfig::default() };
+    let (mut bs, mut br) = (BlockSender::new(bc.clone()), BlockReceiver::new(bc));
     let block = run_scheme(p, &mut bs, &mut br, start)?;
+    let ac = ArqConfig {
+        symbol_size: cfg.symbol_size,
+        rate_bps: (cfg.rate_bps as f64 * cfg.rate_share) as u64,
+        burst_bytes: cfg.burst_bytes,
+        ack_delay: cfg.ack_delay,
+        ..ArqConfig::default()
+    };
+    let (mut xs, mut xr) = (ArqSender::new(ac.clone()), ArqReceiver::new(ac));
+    let arq = run_scheme(p, &mut xs, &mut xr, start)?;
+    Ok(PointFigures { lrt, block, arq })
+}
+
+/// Runs LRT, the block scheme and selective-repeat ARQ on the same link; an invalid link is
+/// an error.
+pub fn run(p: &LrtParams) -> Result<LrtReport, String> {
+    let cfg = Config { rate_bps: (p.rate_mbps * 1e6) as u64, ..Config::default() };
+    let PointFigures { lrt, block, arq } = run_point(p, &cfg)?;
     let per_msg =
         (p.size + 4).div_ceil(cfg.symbol_size) as f64 * (p.size.min(cfg.symbol_size) + 12 + OVERHEAD + UDP_IP) as f64;
     let load = per_msg * 8.0 / (p.interval_ms / 1000.0)
         * (1.0
             + cohort_proto::lrt::pace::redundancy(
                 p.loss.mean(),
+                1.0,
                 cfg.redundancy_spread,
                 cfg.redundancy_min,
                 cfg.redundancy_max,
@@ -310,12 +380,15 @@ pub fn run(p: &LrtParams) -> Result<LrtReport, String> {
         in_order: lrt.in_order,
         block_p99_ms: block.delay.p99_ms,
         p99_ratio_block_over_lrt: block.delay.p99_ms / lrt.delay.p99_ms,
+        arq_p99_ms: arq.delay.p99_ms,
+        p99_ratio_arq_over_lrt: arq.delay.p99_ms / lrt.delay.p99_ms,
         offered_load_share: share,
         capacity_note,
         duration_s: (p.count as f64 * p.interval_ms + p.warmup_ms) / 1000.0,
         command: command(p),
         lrt,
         block,
+        arq,
         params: p.clone(),
     })
 }
@@ -341,7 +414,7 @@ mod tests {
     fn short_lossy_run_delivers_everything_in_order_for_both_schemes() {
         let p = LrtParams { count: 400, warmup_ms: 50.0, ..LrtParams::default() };
         let r = run(&p).unwrap();
-        for f in [&r.lrt, &r.block] {
+        for f in [&r.lrt, &r.block, &r.arq] {
             assert_eq!(f.delivered, 400);
             assert!(f.in_order);
             assert_eq!(f.duplicates, 0);

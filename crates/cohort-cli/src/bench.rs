@@ -16,8 +16,13 @@ pub struct BenchArgs {
 enum Which {
     /// GF(2^8) kernels, sliding-window encode/decode, and the `rlnc` crate's decoder.
     Coding(CodingArgs),
-    /// LRT vs seed 004's block-RLNC scheme over a simulated point-to-point link.
+    /// LRT vs seed 004's block-RLNC scheme and selective-repeat ARQ over a simulated
+    /// point-to-point link.
     Lrt(LrtArgs),
+    /// LRT, block RLNC and selective-repeat ARQ over the grid of one-way delays, losses (iid
+    /// and bursts), message intervals and sizes.
+    #[command(name = "lrt-grid")]
+    LrtGrid(LrtGridArgs),
     /// The 802.11 model against ns-3's Bianchi reference tables.
     Bianchi {
         #[arg(long)]
@@ -158,6 +163,35 @@ struct LrtArgs {
     #[arg(long, default_value_t = 1000.0)]
     warmup_ms: f64,
     /// Also write the JSON here and the delay CDFs next to it (`.png`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct LrtGridArgs {
+    #[arg(long)]
+    json: bool,
+    /// Messages per run.
+    #[arg(long, default_value_t = 10_000)]
+    count: u64,
+    /// Runs per point (seeds `seed`, `seed + 1`, ...), pooled.
+    #[arg(long, default_value_t = 3)]
+    reps: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// One-way delays (ms), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [5.0, 25.0, 50.0, 100.0])]
+    owds_ms: Vec<f64>,
+    /// Message intervals (ms), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1.0, 5.0, 10.0])]
+    intervals_ms: Vec<f64>,
+    /// Worker threads (0: one per core); results do not depend on it.
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// LRT's `repair_period` in ms (experiments).
+    #[arg(long)]
+    repair_period_ms: Option<f64>,
+    /// Also write the JSON here and a chart next to it (`.png`).
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -345,6 +379,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::CoorpGate(a) => coorp_gate(&a),
         Which::Coorp(a) => coorp(&a),
         Which::Lrt(a) => lrt(&a),
+        Which::LrtGrid(a) => lrt_grid(&a),
         Which::Multipath(a) => multipath(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
@@ -489,7 +524,7 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
     if a.json {
         println!("{json}");
     } else {
-        for (name, f) in [("lrt", &r.lrt), ("block", &r.block)] {
+        for (name, f) in [("lrt", &r.lrt), ("block", &r.block), ("arq", &r.arq)] {
             println!(
                 "{name:>5}: p50 {:.1} p90 {:.1} p99 {:.1} p99.9 {:.1} ms | at OWD {:.1}% | overhead {:.2} | delivered {}/{} in order: {}",
                 f.delay.p50_ms,
@@ -503,14 +538,85 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
                 f.in_order
             );
         }
-        println!("block p99 / lrt p99 = {:.2}; {}", r.p99_ratio_block_over_lrt, r.capacity_note);
+        println!(
+            "block p99 / lrt p99 = {:.2}; arq p99 / lrt p99 = {:.2}; {}",
+            r.p99_ratio_block_over_lrt, r.p99_ratio_arq_over_lrt, r.capacity_note
+        );
         println!("replay: {}", r.command);
     }
     if let Some(path) = &a.out {
         let mut v = serde_json::to_value(&r).unwrap_or_default();
         let thin = |d: &[f64]| cohort_bench::stats::thin(d, 2000);
-        v["cdf"] = serde_json::json!({ "lrt": thin(&r.lrt.delays_ms), "block": thin(&r.block.delays_ms) });
+        v["cdf"] = serde_json::json!({
+            "lrt": thin(&r.lrt.delays_ms),
+            "block": thin(&r.block.delays_ms),
+            "arq": thin(&r.arq.delays_ms),
+        });
         write_and_plot(path, &serde_json::to_string(&v).unwrap_or_default(), "lrt")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn lrt_grid(a: &LrtGridArgs) -> Result<ExitCode, BenchError> {
+    use cohort_bench::lrt_grid::{GridParams, run};
+    if a.owds_ms.iter().any(|&d| !(0.0..=10_000.0).contains(&d)) || a.owds_ms.is_empty() {
+        return Err(BenchError::Invalid("--owds-ms must be 0..=10000 ms each".into()));
+    }
+    if a.intervals_ms.iter().any(|&d| !(d > 0.0 && d <= 10_000.0)) || a.intervals_ms.is_empty() {
+        return Err(BenchError::Invalid("--intervals-ms must be in (0, 10000] ms each".into()));
+    }
+    let mut g = GridParams {
+        count: a.count,
+        reps: a.reps,
+        seed: a.seed,
+        owds_ms: a.owds_ms.clone(),
+        intervals_ms: a.intervals_ms.clone(),
+        ..GridParams::default()
+    };
+    if a.threads > 0 {
+        g.threads = a.threads;
+    }
+    let total = cohort_bench::lrt_grid::points(&g).len();
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    let mut lrt_cfg = cohort_proto::lrt::Config::default();
+    if let Some(t) = a.repair_period_ms {
+        lrt_cfg.repair_period = Duration::from_secs_f64(t / 1000.0);
+    }
+    let r = run(&g, &lrt_cfg, |p| {
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        eprintln!(
+            "lrt-grid {n}/{total}: {} ms, {}, {} B every {} ms: p99 lrt {:.1} block {:.1} arq {:.1} ms, overhead {:.2}/{:.2}/{:.2}",
+            p.owd_ms,
+            p.loss_label,
+            p.size,
+            p.interval_ms,
+            p.lrt.delay.p99_ms,
+            p.block.delay.p99_ms,
+            p.arq.delay.p99_ms,
+            p.lrt.overhead,
+            p.block.overhead,
+            p.arq.overhead
+        );
+    })
+    .map_err(BenchError::Invalid)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        println!(
+            "{} points: LRT's p99 lowest at {} (wins: lrt {}, block {}, arq {}); overhead - ARQ's at most {:.2} (interval <= 5 ms); overhead at 10 ms at most {:.2}; all complete and in order: {}",
+            r.points,
+            r.lrt_lowest_p99_points,
+            r.wins.lrt,
+            r.wins.block,
+            r.wins.arq,
+            r.max_overhead_minus_arq,
+            r.max_overhead_10ms,
+            r.all_complete_in_order
+        );
+    }
+    if let Some(path) = &a.out {
+        write_and_plot(path, &json, "lrt-grid")?;
     }
     Ok(ExitCode::SUCCESS)
 }

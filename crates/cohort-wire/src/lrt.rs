@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! ACK (2)        type | flags | coder u16 | seen u32 | released u32 | echo_pn u64 | rx_data u64
+//!                | rank u32 | loss_runs u32
 //! HELLO (3)      type | flags | version u8 | rsvd u8 | symbol_size u16 | max_window u16
 //! HELLO_ACK (4)       | coder_symbols u32 | conn_id u64
 //! PING (5)       type | rsvd
@@ -15,7 +16,11 @@
 //! symbol of that coder (seed 004 §III-D's extra acknowledgement for out-of-date symbols).
 //! `echo_pn` is the highest frame packet number the receiver has authenticated and `rx_data`
 //! how many symbol packets it has received in all; the sender derives round-trip time and
-//! loss from them. Every other bit that is not defined must be zero.
+//! loss from them. `seen` is the seen count (every column below it is seen or decoded: the
+//! encoder may slide past it), `rank` how many columns of the coder the receiver holds in all,
+//! so the sender knows how many equations it lacks even when gaps lie between known columns.
+//! `loss_runs` counts the runs of consecutive frame packet numbers the receiver found missing
+//! (wrapping): with `rx_data` it tells the sender how long loss bursts are. Every other bit that is not defined must be zero.
 
 use crate::symbol::{self, SymbolError, SymbolKind, SymbolPacket, SymbolRepr};
 
@@ -30,14 +35,14 @@ pub mod kind {
     pub const CLOSE: u8 = 6;
 }
 
-const ACK_LEN: usize = 28;
+const ACK_LEN: usize = 36;
 const HELLO_LEN: usize = 20;
 const PING_LEN: usize = 2;
 const CLOSE_LEN: usize = 4;
 const ACK_FULL_RANK: u8 = 0x01;
 
 /// Protocol version carried in HELLO.
-pub const LRT_VERSION: u8 = 1;
+pub const LRT_VERSION: u8 = 2;
 
 /// Why an LRT packet was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -63,6 +68,8 @@ pub struct AckRepr {
     pub released: u32,
     pub echo_pn: u64,
     pub rx_data: u64,
+    pub rank: u32,
+    pub loss_runs: u32,
 }
 
 /// Handshake parameters, identical in HELLO and HELLO_ACK.
@@ -140,6 +147,8 @@ impl<'a> LrtRepr<'a> {
                     released: u32_at(b, 8),
                     echo_pn: u64_at(b, 12),
                     rx_data: u64_at(b, 20),
+                    rank: u32_at(b, 28),
+                    loss_runs: u32_at(b, 32),
                 }))
             }
             kind::HELLO => Ok(LrtRepr::Hello(parse_hello(b, k)?)),
@@ -192,6 +201,8 @@ impl<'a> LrtRepr<'a> {
                 b[8..12].copy_from_slice(&a.released.to_be_bytes());
                 b[12..20].copy_from_slice(&a.echo_pn.to_be_bytes());
                 b[20..28].copy_from_slice(&a.rx_data.to_be_bytes());
+                b[28..32].copy_from_slice(&a.rank.to_be_bytes());
+                b[32..36].copy_from_slice(&a.loss_runs.to_be_bytes());
             }
             LrtRepr::Hello(h) | LrtRepr::HelloAck(h) => {
                 b[0] = if matches!(self, LrtRepr::Hello(_)) { kind::HELLO } else { kind::HELLO_ACK };
@@ -243,6 +254,8 @@ mod tests {
             released: 70,
             echo_pn: 1 << 40,
             rx_data: 12345,
+            rank: 80,
+            loss_runs: 4,
         }));
         round_trip(LrtRepr::Hello(hello));
         round_trip(LrtRepr::HelloAck(hello));
@@ -253,10 +266,25 @@ mod tests {
 
     #[test]
     fn ack_bytes() {
-        let a = AckRepr { coder: 0x0102, full_rank: false, seen: 5, released: 4, echo_pn: 9, rx_data: 10 };
+        let a = AckRepr {
+            coder: 0x0102,
+            full_rank: false,
+            seen: 5,
+            released: 4,
+            echo_pn: 9,
+            rx_data: 10,
+            rank: 7,
+            loss_runs: 3,
+        };
         let mut buf = [0u8; ACK_LEN];
         LrtRepr::Ack(a).emit(&mut buf).unwrap();
-        assert_eq!(buf, [2, 0, 1, 2, 0, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 10]);
+        assert_eq!(
+            buf,
+            [
+                2, 0, 1, 2, 0, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 7, 0, 0,
+                0, 3
+            ]
+        );
     }
 
     #[test]

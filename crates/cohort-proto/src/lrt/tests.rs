@@ -188,11 +188,42 @@ fn iid_loss_is_repaired_without_retransmission() {
 }
 
 #[test]
-fn low_rate_flow_gets_repairs_on_the_timer() {
+fn low_rate_flow_gets_repairs_on_the_timer_once_per_repair_period() {
     let lossy = lossy(50, 0.10);
     let p = stream(Config::default(), lossy, lossy, 3, 300, 1000, Duration::from_millis(10));
     assert_exactly_once_in_order(&p, 300, 1000, 3);
-    assert!(p.a.stats().repair_timer_sent > 50, "{:?}", p.a.stats());
+    let s = p.a.stats();
+    // One message every 10 ms, a repair period of 20 ms: a timer repair every second message.
+    assert!(s.repair_timer_sent > 50 && s.repair_timer_sent <= s.source_sent / 2 + 5, "{s:?}");
+}
+
+#[test]
+fn a_revealed_loss_is_acknowledged_at_once_and_answered_before_new_sources() {
+    let mut p = Pair::new(Config::default(), clean(10), clean(10), 1);
+    p.drive_for(Duration::from_millis(100));
+    assert_eq!(p.a.state(), &State::Established);
+    p.drive_for(Duration::from_millis(100));
+    let now = p.now;
+    let mut buf = vec![0u8; 2000];
+    let mut next = |c: &mut Connection, pn: u64| c.poll_transmit(now, pn, &mut buf).map(|n| buf[..n].to_vec());
+    // Message 0's only symbol is lost; message 1's arrives and shows the gap.
+    p.a.send(&message(0, 500)).unwrap();
+    let lost = next(&mut p.a, 1000).unwrap();
+    assert_eq!(lost[0], 0, "a source symbol");
+    p.a.send(&message(1, 500)).unwrap();
+    let second = next(&mut p.a, 1001).unwrap();
+    p.b.handle_packet(now, 1001, &second);
+    let ack = next(&mut p.b, 500).expect("the receiver acknowledges a revealed loss at once");
+    assert!(next(&mut p.b, 501).is_none());
+    p.a.handle_packet(now, 500, &ack);
+    // The answer (one missing column, with the loss-matched margin) goes before new sources.
+    p.a.send(&message(2, 500)).unwrap();
+    let r = p.a.stats().redundancy;
+    let answers = (1.0 + r).ceil() as usize;
+    let kinds: Vec<u8> = (0..answers + 1).map_while(|i| next(&mut p.a, 1002 + i as u64).map(|b| b[0])).collect();
+    assert_eq!(kinds[..answers], vec![1; answers][..], "repairs first: {kinds:?}");
+    assert_eq!(kinds[answers], 0, "then the new source");
+    assert_eq!(p.a.stats().repair_feedback_sent, answers as u64);
 }
 
 #[test]

@@ -36,8 +36,9 @@ pub struct Config {
     pub rate_share: f64,
     /// Token-bucket depth.
     pub burst_bytes: usize,
-    /// Redundancy `r` (repairs per source symbol) is `p + spread * sqrt(p)` for the loss rate
-    /// `p` the acknowledgements show, clamped to `[min, max]`; see [`pace::redundancy`].
+    /// Redundancy `r` (repairs per source symbol) is `p + spread * sqrt(p * b)` for the loss
+    /// rate `p` and mean loss-burst length `b` the acknowledgements show, clamped to
+    /// `[min, max]`; see [`pace::redundancy`].
     pub redundancy_min: f64,
     pub redundancy_max: f64,
     pub redundancy_spread: f64,
@@ -47,6 +48,12 @@ pub struct Config {
     /// Longest a source symbol waits for a repair that covers it: a low-rate flow (one
     /// message every 10 ms) gets a repair on this timer instead of after the next message.
     pub repair_delay: Duration,
+    /// Shortest gap between a repair and a timer repair after it: at low message rates the
+    /// timer covers the sources of one such period with one repair instead of sending one per
+    /// message. With 8 and 20 ms, a flow of one message every 10 ms gets a repair every
+    /// second message (a lost message waits at most about 18 ms), one every 5 ms a repair
+    /// every fourth; at 1 ms the loss-matched redundancy sends repairs more often anyway.
+    pub repair_period: Duration,
     /// Acknowledge after this many symbol packets changed the rank...
     pub ack_every: u32,
     /// ...or this long after the first one, whichever comes first. Redundant symbols, full
@@ -80,6 +87,7 @@ impl Default for Config {
             redundancy_spread: 0.6,
             initial_loss: 0.1,
             repair_delay: Duration::from_millis(8),
+            repair_period: Duration::from_millis(20),
             ack_every: 8,
             ack_delay: Duration::from_millis(5),
             keepalive: Duration::from_secs(1),
@@ -230,6 +238,9 @@ pub struct ConnStats {
     pub repair_timer_sent: u64,
     /// Repairs sent because acknowledgements stalled.
     pub repair_probe_sent: u64,
+    /// Repairs sent, ahead of new sources, because an acknowledgement showed the receiver
+    /// lacking them.
+    pub repair_feedback_sent: u64,
     /// Repairs sent ahead of new sources because the driver reported symbols lost
     /// ([`Connection::repair_soon`]).
     pub repair_signal_sent: u64,
@@ -258,16 +269,28 @@ struct TxCoder {
     /// Used (untrimmed) length of each symbol in the window.
     lens: VecDeque<u16>,
     credit: f64,
+    /// Repairs the receiver's acknowledgements show it lacks, less those in flight: sent
+    /// before new sources.
+    owed: u32,
     uncovered_since: Option<Instant>,
     last_progress: Instant,
     last_repair: Instant,
     seen: u64,
     repairs_sent: u64,
+    /// Repairs sent in answer to known losses (acknowledgements or the driver's signal).
+    answers_sent: u64,
 }
 
 impl TxCoder {
     fn closed(&self, cfg: &Config) -> bool {
         self.enc.rank() >= u64::from(cfg.coder_symbols)
+    }
+
+    /// When the repair timer fires: `repair_delay` after the oldest source no repair covers,
+    /// and no sooner than `repair_period` after the last repair.
+    fn timer_at(&self, cfg: &Config) -> Option<Instant> {
+        let u = self.uncovered_since?;
+        Some((u + cfg.repair_delay).max(self.last_repair + cfg.repair_period))
     }
 
     /// When to send a repair because acknowledgements stalled: a probe timeout after the
@@ -282,6 +305,11 @@ struct RxCoder {
     id: u16,
     dec: Decoder,
     ack_pending: bool,
+    /// One past the newest column any received symbol involves: the sender's rank when it
+    /// sent that symbol, at least.
+    newest: u64,
+    /// Columns missing (`newest` − rank) when last looked at: a rise reveals a new loss.
+    missing: u64,
 }
 
 /// A sent packet, for matching acknowledgements: frame packet number, time, symbol packets
@@ -291,7 +319,8 @@ struct Sent {
     pn: u64,
     at: Instant,
     data_total: u64,
-    /// For a symbol packet: its coder, the coder's rank and the repairs it had sent.
+    /// For a symbol packet: its coder, the coder's rank and the repairs it had sent in
+    /// answer to known losses.
     coder: Option<(u16, u64, u64)>,
 }
 
@@ -335,6 +364,9 @@ pub struct Connection {
     recv_bytes: usize,
     highest_pn: Option<u64>,
     rx_data: u64,
+    /// Runs of consecutive frame packet numbers found missing (wrapping).
+    loss_runs: u32,
+    last_loss_runs: u32,
     stale_acks: VecDeque<u16>,
     /// Repairs the driver asked for ahead of new sources.
     urgent_repairs: u32,
@@ -381,6 +413,8 @@ impl Connection {
             recv_bytes: 0,
             highest_pn: None,
             rx_data: 0,
+            loss_runs: 0,
+            last_loss_runs: 0,
             stale_acks: VecDeque::new(),
             urgent_repairs: 0,
             acks_owed: 0,
@@ -452,7 +486,8 @@ impl Connection {
 
     fn redundancy(&self) -> f64 {
         let c = &self.cfg;
-        crate::lrt::pace::redundancy(self.loss.loss(), c.redundancy_spread, c.redundancy_min, c.redundancy_max)
+        let (p, burst) = (self.loss.loss(), self.loss.burst());
+        crate::lrt::pace::redundancy(p, burst, c.redundancy_spread, c.redundancy_min, c.redundancy_max)
     }
 
     fn closed_reason(&self) -> Option<CloseReason> {
@@ -583,7 +618,8 @@ impl Connection {
                     continue;
                 }
                 let due = if c.credit >= 1.0 { self.last_tx } else { c.probe_at(&self.rtt, self.cfg.ack_delay) };
-                let due = c.uncovered_since.map_or(due, |u| due.min(u + self.cfg.repair_delay));
+                let due = if c.owed > 0 { self.last_tx } else { due };
+                let due = c.timer_at(&self.cfg).map_or(due, |t| due.min(t));
                 at(due.max(self.bucket.ready_at(wire)));
             }
         }

@@ -20,6 +20,9 @@ impl Connection {
             }
         };
         self.last_rx = now;
+        if self.highest_pn.is_some_and(|h| pn > h.saturating_add(1)) {
+            self.loss_runs = self.loss_runs.wrapping_add(1);
+        }
         self.highest_pn = Some(self.highest_pn.map_or(pn, |h| h.max(pn)));
         match pkt {
             LrtRepr::Hello(h) => self.on_hello(h),
@@ -98,11 +101,15 @@ impl Connection {
         while self.rx.len() <= usize::from(ahead) {
             let id = self.filter.wrapping_add(self.rx.len() as u16);
             let dec = Decoder::new(self.cfg.coder_config()).unwrap_or_else(|_| unreachable!("validated config"));
-            self.rx.push_back(RxCoder { id, dec, ack_pending: false });
+            self.rx.push_back(RxCoder { id, dec, ack_pending: false, newest: 0, missing: 0 });
         }
         let coder = &mut self.rx[usize::from(ahead)];
         debug_assert_eq!(coder.id, header.coder);
         let seen_before = coder.dec.seen();
+        let newest = match header.kind {
+            SymbolKind::Source { index } => u64::from(index) + 1,
+            SymbolKind::Repair { first, count, .. } => u64::from(first) + u64::from(count),
+        };
         let res = match header.kind {
             SymbolKind::Source { index } => coder.dec.push_source(u64::from(index), payload),
             SymbolKind::Repair { first, count, key } => {
@@ -112,6 +119,18 @@ impl Connection {
                 coder.dec.push_repair(info, &self.padded)
             }
         };
+        // A symbol beyond a gap reveals a loss: the sender hears of it at once, so that where
+        // the round trip is short the repair it sends in answer arrives before any timer
+        // would have sent one (the receiver's half of feedback-driven repair).
+        if res.is_ok() {
+            coder.newest = coder.newest.max(newest);
+            let missing = coder.newest.saturating_sub(coder.dec.rank());
+            if missing > coder.missing {
+                coder.ack_pending = true;
+                self.ack_now = true;
+            }
+            coder.missing = missing;
+        }
         match res {
             Ok(Outcome::Innovative) => coder.ack_pending |= coder.dec.seen() != seen_before,
             // Redundant or stale: the sender is ahead of what it knows of us; tell it now.
@@ -185,30 +204,36 @@ impl Connection {
                 if let Some(b) = base {
                     let sent = s.data_total - self.sent[b].data_total;
                     let received = a.rx_data.saturating_sub(self.last_rx_data);
-                    self.loss.record(sent, received);
+                    let runs = a.loss_runs.wrapping_sub(self.last_loss_runs);
+                    self.loss.record_runs(sent, received, u64::from(runs));
                 }
                 self.sent.drain(..i);
             }
             self.last_echo = Some(a.echo_pn);
             self.last_rx_data = a.rx_data;
+            self.last_loss_runs = a.loss_runs;
         }
         let cfg = &self.cfg;
         let Some(pos) = self.tx.iter().position(|c| c.id == a.coder) else {
             return;
         };
         let then = self.sent.binary_search_by_key(&a.echo_pn, |s| s.pn).ok().and_then(|i| self.sent[i].coder);
-        let delivered_share = 1.0 - self.loss.loss();
+        let r = self.redundancy();
         let c = &mut self.tx[pos];
-        // Rank-update ACKs drive repairs too (seed 004 §III-C): when the echoed packet left,
-        // the decoder should have seen `rank_then` symbols; what it lacks, less the repairs
-        // sent since (and expected to arrive), goes out now instead of at the next probe.
-        // This is what recovers a burst loss or a partition within a round trip.
-        if let Some((id, rank_then, repairs_then)) = then
+        // Rank-update ACKs drive repairs too (seed 004 §III-C), as a selective-repeat ARQ's
+        // gap report drives retransmissions: when the echoed packet left, the decoder should
+        // have held `rank_then` columns; each it lacks is answered by one repair, ahead of new
+        // sources, unless an answer sent after that packet is already on its way. Repairs sent
+        // for other reasons are not counted: they are there for losses nobody knows of yet.
+        // This is the feedback half of repair: where the round trip is short it recovers a
+        // loss sooner than proactive redundancy would, and it recovers a burst or a partition
+        // within a round trip.
+        if let Some((id, rank_then, answers_then)) = then
             && id == c.id
         {
-            let in_flight = (c.repairs_sent - repairs_then) as f64 * delivered_share;
-            let deficit = rank_then.saturating_sub(u64::from(a.seen)) as f64 - in_flight;
-            c.credit = c.credit.max(deficit.floor());
+            let missing = rank_then.saturating_sub(u64::from(a.rank)).min(u64::from(u16::MAX)) as f64;
+            let answering = (c.answers_sent - answers_then) as f64;
+            c.owed = c.owed.max(((missing * (1.0 + r)).ceil() - answering).max(0.0) as u32);
         }
         let rank = c.enc.rank();
         let seen = u64::from(a.seen).min(rank);

@@ -9,6 +9,7 @@ pub const PER_PACKET_OVERHEAD: usize = cohort_wire::frame::OVERHEAD + 28;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum RepairWhy {
     Signal,
+    Feedback,
     Credit,
     Timer,
     Probe,
@@ -50,12 +51,14 @@ impl Connection {
         n
     }
 
-    fn ack(&self, coder: u16, full_rank: bool, seen: u64, released: u64) -> LrtRepr<'static> {
+    fn ack(&self, coder: u16, full_rank: bool, seen: u64, released: u64, rank: u64) -> LrtRepr<'static> {
         LrtRepr::Ack(AckRepr {
             coder,
             full_rank,
             seen: seen as u32,
             released: released as u32,
+            rank: rank as u32,
+            loss_runs: self.loss_runs,
             echo_pn: self.highest_pn.unwrap_or(0),
             rx_data: self.rx_data,
         })
@@ -85,19 +88,19 @@ impl Connection {
             self.stats.acks_sent += 1;
             self.stats.full_rank_acks_sent += 1;
             let all = u64::from(self.cfg.coder_symbols);
-            return self.emit(&self.ack(id, true, all, all), buf).map(|n| (n, false));
+            return self.emit(&self.ack(id, true, all, all, all), buf).map(|n| (n, false));
         }
         let ack_ready = self.ack_now || self.ack_due.is_some_and(|d| now >= d);
         if ack_ready && let Some(c) = self.rx.iter_mut().find(|c| c.ack_pending) {
             c.ack_pending = false;
-            let (id, seen, rel) = (c.id, c.dec.seen(), c.dec.next_release());
+            let (id, seen, rel, rank) = (c.id, c.dec.seen(), c.dec.next_release(), c.dec.rank());
             if !self.rx.iter().any(|c| c.ack_pending) {
                 self.acks_owed = 0;
                 self.ack_due = None;
                 self.ack_now = false;
             }
             self.stats.acks_sent += 1;
-            return self.emit(&self.ack(id, false, seen, rel), buf).map(|n| (n, false));
+            return self.emit(&self.ack(id, false, seen, rel, rank), buf).map(|n| (n, false));
         }
         if self.state != State::Established {
             return None;
@@ -128,11 +131,13 @@ impl Connection {
             enc,
             lens: VecDeque::new(),
             credit: 0.0,
+            owed: 0,
             uncovered_since: None,
             last_progress: now,
             last_repair: now,
             seen: 0,
             repairs_sent: 0,
+            answers_sent: 0,
         });
         self.next_coder = self.next_coder.wrapping_add(1);
         self.stats.coders_opened += 1;
@@ -145,7 +150,8 @@ impl Connection {
         if self.urgent_repairs > 0 && !self.tx.iter().any(|c| !c.enc.window().is_empty()) {
             self.urgent_repairs = 0;
         }
-        if !self.divider.is_empty() && self.source_room() && self.urgent_repairs == 0 {
+        let owed = self.tx.iter().any(|c| c.owed > 0 && !c.enc.window().is_empty());
+        if !self.divider.is_empty() && self.source_room() && self.urgent_repairs == 0 && !owed {
             if !self.bucket.try_take(now, wire) {
                 return None;
             }
@@ -160,7 +166,7 @@ impl Connection {
             c.credit += r;
             c.uncovered_since.get_or_insert(now);
             let header = SymbolRepr { coder: c.id, kind: SymbolKind::Source { index: index as u32 } };
-            self.emitted = Some((c.id, c.enc.rank(), c.repairs_sent));
+            self.emitted = Some((c.id, c.enc.rank(), c.answers_sent));
             self.stats.source_sent += 1;
             if self.want_writable && self.divider.queued_bytes() < self.cfg.send_buffer_bytes / 2 {
                 self.want_writable = false;
@@ -178,9 +184,11 @@ impl Connection {
             }
             let why = if self.urgent_repairs > 0 {
                 RepairWhy::Signal
+            } else if c.owed > 0 {
+                RepairWhy::Feedback
             } else if c.credit >= 1.0 {
                 RepairWhy::Credit
-            } else if c.uncovered_since.is_some_and(|u| now >= u + self.cfg.repair_delay) {
+            } else if c.timer_at(&self.cfg).is_some_and(|t| now >= t) {
                 RepairWhy::Timer
             } else if now >= c.probe_at(&self.rtt, self.cfg.ack_delay) {
                 RepairWhy::Probe
@@ -205,12 +213,19 @@ impl Connection {
             c.uncovered_since = None;
             c.last_repair = now;
             c.repairs_sent += 1;
-            self.emitted = Some((c.id, c.enc.rank(), c.repairs_sent));
+            if matches!(why, RepairWhy::Signal | RepairWhy::Feedback) {
+                c.answers_sent += 1;
+            }
+            self.emitted = Some((c.id, c.enc.rank(), c.answers_sent));
             self.stats.repair_sent += 1;
             match why {
                 RepairWhy::Signal => {
                     self.urgent_repairs -= 1;
                     self.stats.repair_signal_sent += 1;
+                }
+                RepairWhy::Feedback => {
+                    c.owed -= 1;
+                    self.stats.repair_feedback_sent += 1;
                 }
                 RepairWhy::Credit => {}
                 RepairWhy::Timer => self.stats.repair_timer_sent += 1,
