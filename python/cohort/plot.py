@@ -1,7 +1,8 @@
 """Render a ``cohort bench`` JSON report as a PNG chart.
 
 Usage: ``python -m cohort.plot KIND REPORT.json OUT.png`` with KIND one of ``coding`` (kernel
-throughput and decoder comparison), ``lrt`` (delay CDFs of LRT and the block scheme),
+throughput and decoder comparison), ``lrt`` (delay CDFs of LRT, the block scheme and
+selective-repeat ARQ), ``lrt-grid`` (LRT's p99 and overhead against both over the link grid),
 ``fidelity``, ``transport``, ``group`` (GCBRR against its baselines), ``coorp`` (reaction times
 of every seed-000 system and the scalability sweep) or ``coorp-testbed`` (the testbed half's
 reaction-time CDFs) or ``coorp-gate`` (how fast the bulk gate
@@ -75,10 +76,10 @@ def _loss_label(loss: Any) -> str:
 
 
 def plot_lrt(report: dict[str, Any], out: Path) -> None:
-    """Delay CDFs of LRT and the block scheme."""
+    """Delay CDFs of LRT, the block scheme and selective-repeat ARQ."""
     _need(report, "cdf", "params")
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, color in (("lrt", "tab:green"), ("block", "tab:red")):
+    for name, color in (("lrt", "tab:green"), ("block", "tab:red"), ("arq", "tab:blue")):
         _cdf(ax, report["cdf"].get(name) or [], label=name, color=color)
     p = report["params"]
     ax.axvline(p["owd_ms"], color="gray", linestyle=":", label="one-way delay")
@@ -370,9 +371,50 @@ def plot_multipath(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+def plot_lrt_grid(report: dict[str, Any], out: Path) -> None:
+    """Two heat maps over the grid: LRT's p99 over the best other scheme's, and LRT's wire
+    overhead minus ARQ's; one row per (one-way delay, loss), one column per (interval, size)."""
+    _need(report, "grid", "runs_pooled_per_point")
+    grid = report["grid"]
+    rows = list(dict.fromkeys((p["owd_ms"], p["loss_label"]) for p in grid))
+    cols = list(dict.fromkeys((p["interval_ms"], p["size"]) for p in grid))
+    cell = {(p["owd_ms"], p["loss_label"], p["interval_ms"], p["size"]): p for p in grid}
+    nan = float("nan")
+
+    def matrix(f: Callable[[dict[str, Any]], float]) -> list[list[float]]:
+        return [[f(cell[r + c]) if r + c in cell else nan for c in cols] for r in rows]
+
+    def ratio(p: dict[str, Any]) -> float:
+        best = min(p["block"]["p99_ms"], p["arq"]["p99_ms"])
+        return float(p["lrt"]["p99_ms"] / best) if best > 0 else nan
+
+    panels = (
+        ("LRT p99 / best other p99", matrix(ratio), "RdYlGn_r", (0.0, 2.0)),
+        ("LRT overhead - ARQ overhead", matrix(lambda p: p["lrt_overhead_minus_arq"]), "RdYlGn_r", (-0.5, 1.0)),
+    )
+    fig, axes = plt.subplots(1, 2, figsize=(13, 0.32 * len(rows) + 2.5))
+    for ax, (title, m, cmap, (lo, hi)) in zip(axes, panels, strict=True):
+        im = ax.imshow(m, cmap=cmap, vmin=lo, vmax=hi, aspect="auto")
+        for i, row in enumerate(m):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(len(cols)), [f"{iv:g} ms, {sz} B" for iv, sz in cols], fontsize=8)
+        ax.set_yticks(range(len(rows)), [f"{owd:g} ms, {loss}" for owd, loss in rows], fontsize=7)
+        ax.set_title(title)
+        fig.colorbar(im, ax=ax, shrink=0.6)
+    fig.suptitle(
+        f"LRT vs block RLNC and SR-ARQ: p99 lowest at {report['lrt_lowest_p99_points']} of "
+        f"{report['points']} points ({report['runs_pooled_per_point']} runs pooled per point)"
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coding": plot_coding,
     "lrt": plot_lrt,
+    "lrt-grid": plot_lrt_grid,
     "fidelity": plot_fidelity,
     "transport": plot_transport,
     "group": plot_group,

@@ -37,6 +37,31 @@ def test_lrt_chart(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == PNG_MAGIC
 
 
+def test_lrt_grid_chart(tmp_path: Path) -> None:
+    def scheme(p99: float, overhead: float) -> dict:
+        return {"p99_ms": p99, "overhead": overhead}
+
+    grid = [
+        {
+            "owd_ms": owd,
+            "loss_label": "10% iid",
+            "interval_ms": iv,
+            "size": 1024,
+            "lrt": scheme(owd + 10.0, 1.4),
+            "block": scheme(owd + 20.0, 1.6),
+            "arq": scheme(owd * 3, 1.2),
+            "lrt_overhead_minus_arq": 0.2,
+        }
+        for owd in (5.0, 50.0)
+        for iv in (1.0, 10.0)
+    ]
+    report = {"grid": grid[:-1], "runs_pooled_per_point": 3, "points": 3, "lrt_lowest_p99_points": 3}
+    out = tmp_path / "g.png"
+    assert plot.main(["lrt-grid", str(write(tmp_path, report)), str(out)]) == 0, "a missing cell is left blank"
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert plot.main(["lrt-grid", str(write(tmp_path, {"grid": grid})), str(out)]) == 2
+
+
 def test_coorp_chart(tmp_path: Path) -> None:
     figs = {"violation_share": 0.01, "bh_utilization": 0.9, "reaction_ms": {"cdf": [5.0, 8.0, 40.0]}}
     report = {
