@@ -48,12 +48,14 @@ pub struct Config {
     /// Longest a source symbol waits for a repair that covers it: a low-rate flow (one
     /// message every 10 ms) gets a repair on this timer instead of after the next message.
     pub repair_delay: Duration,
-    /// Shortest gap between a repair and a timer repair after it: at low message rates the
-    /// timer covers the sources of one such period with one repair instead of sending one per
-    /// message. With 8 and 20 ms, a flow of one message every 10 ms gets a repair every
-    /// second message (a lost message waits at most about 18 ms), one every 5 ms a repair
-    /// every fourth; at 1 ms the loss-matched redundancy sends repairs more often anyway.
+    /// A timer repair covering fewer than `timer_sources` sources waits until `repair_period`
+    /// after the previous repair: at low message rates the timer covers the sources of one
+    /// period with one repair instead of sending one per message. With 8 ms, 20 ms and 4, a
+    /// flow of one message every 10 ms gets a timer repair every second message (a lost message
+    /// waits at most about 18 ms), one every 5 ms every fourth, and a flow of one message per
+    /// millisecond keeps the 8 ms timer.
     pub repair_period: Duration,
+    pub timer_sources: u32,
     /// Acknowledge after this many symbol packets changed the rank...
     pub ack_every: u32,
     /// ...or this long after the first one, whichever comes first. Redundant symbols, full
@@ -88,6 +90,7 @@ impl Default for Config {
             initial_loss: 0.1,
             repair_delay: Duration::from_millis(8),
             repair_period: Duration::from_millis(20),
+            timer_sources: 4,
             ack_every: 8,
             ack_delay: Duration::from_millis(5),
             keepalive: Duration::from_secs(1),
@@ -273,6 +276,8 @@ struct TxCoder {
     /// before new sources.
     owed: u32,
     uncovered_since: Option<Instant>,
+    /// Sources sent since the last repair.
+    uncovered: u32,
     last_progress: Instant,
     last_repair: Instant,
     seen: u64,
@@ -287,10 +292,11 @@ impl TxCoder {
     }
 
     /// When the repair timer fires: `repair_delay` after the oldest source no repair covers,
-    /// and no sooner than `repair_period` after the last repair.
+    /// and, while fewer than `timer_sources` sources wait, no sooner than `repair_period`
+    /// after the last repair.
     fn timer_at(&self, cfg: &Config) -> Option<Instant> {
-        let u = self.uncovered_since?;
-        Some((u + cfg.repair_delay).max(self.last_repair + cfg.repair_period))
+        let due = self.uncovered_since? + cfg.repair_delay;
+        Some(if self.uncovered >= cfg.timer_sources { due } else { due.max(self.last_repair + cfg.repair_period) })
     }
 
     /// When to send a repair because acknowledgements stalled: a probe timeout after the

@@ -133,6 +133,7 @@ impl Connection {
             credit: 0.0,
             owed: 0,
             uncovered_since: None,
+            uncovered: 0,
             last_progress: now,
             last_repair: now,
             seen: 0,
@@ -165,6 +166,7 @@ impl Connection {
             c.lens.push_back(self.sym.len() as u16);
             c.credit += r;
             c.uncovered_since.get_or_insert(now);
+            c.uncovered = c.uncovered.saturating_add(1);
             let header = SymbolRepr { coder: c.id, kind: SymbolKind::Source { index: index as u32 } };
             self.emitted = Some((c.id, c.enc.rank(), c.answers_sent));
             self.stats.source_sent += 1;
@@ -211,6 +213,7 @@ impl Connection {
             let used = usize::from(c.lens.iter().copied().max().unwrap_or(size as u16));
             c.credit = (c.credit - 1.0).max(-1.0);
             c.uncovered_since = None;
+            c.uncovered = 0;
             c.last_repair = now;
             c.repairs_sent += 1;
             if matches!(why, RepairWhy::Signal | RepairWhy::Feedback) {
