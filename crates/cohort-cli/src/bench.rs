@@ -188,9 +188,6 @@ struct LrtGridArgs {
     /// Worker threads (0: one per core); results do not depend on it.
     #[arg(long, default_value_t = 0)]
     threads: usize,
-    /// LRT's `repair_period` in ms (experiments).
-    #[arg(long)]
-    repair_period_ms: Option<f64>,
     /// Also write the JSON here and a chart next to it (`.png`).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -578,11 +575,7 @@ fn lrt_grid(a: &LrtGridArgs) -> Result<ExitCode, BenchError> {
     }
     let total = cohort_bench::lrt_grid::points(&g).len();
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let mut lrt_cfg = cohort_proto::lrt::Config::default();
-    if let Some(t) = a.repair_period_ms {
-        lrt_cfg.repair_period = Duration::from_secs_f64(t / 1000.0);
-    }
-    let r = run(&g, &lrt_cfg, |p| {
+    let r = run(&g, &cohort_proto::lrt::Config::default(), |p| {
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         eprintln!(
             "lrt-grid {n}/{total}: {} ms, {}, {} B every {} ms: p99 lrt {:.1} block {:.1} arq {:.1} ms, overhead {:.2}/{:.2}/{:.2}",
