@@ -16,6 +16,7 @@ pub mod fidelity;
 pub mod group;
 pub mod lrt;
 pub mod lrt_grid;
+pub mod lrt_share;
 pub mod medium;
 pub mod multipath;
 pub mod rattan;

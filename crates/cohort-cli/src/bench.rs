@@ -23,6 +23,10 @@ enum Which {
     /// and bursts), message intervals and sizes.
     #[command(name = "lrt-grid")]
     LrtGrid(LrtGridArgs),
+    /// LRT's bandwidth estimator on a shared 802.11 channel: two LRT uploads and an unmarked
+    /// control loop, against hand-set rates.
+    #[command(name = "lrt-share")]
+    LrtShare(LrtShareArgs),
     /// The 802.11 model against ns-3's Bianchi reference tables.
     Bianchi {
         #[arg(long)]
@@ -189,6 +193,26 @@ struct LrtGridArgs {
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// Also write the JSON here and a chart next to it (`.png`).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct LrtShareArgs {
+    #[arg(long)]
+    json: bool,
+    /// Hand-set per-connection rates to compare with (Mbit/s), comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [2.0, 4.0, 6.0, 8.0, 12.0, 24.0, 100.0])]
+    rates_mbps: Vec<f64>,
+    /// Runs per setting (seeds `seed`, `seed + 1`, ...).
+    #[arg(long, default_value_t = 3)]
+    reps: u64,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Bytes each upload carries.
+    #[arg(long, default_value_t = 4 << 20)]
+    bulk_bytes: usize,
+    /// Also write the JSON here.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -377,6 +401,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::Coorp(a) => coorp(&a),
         Which::Lrt(a) => lrt(&a),
         Which::LrtGrid(a) => lrt_grid(&a),
+        Which::LrtShare(a) => lrt_share(&a),
         Which::Multipath(a) => multipath(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
@@ -610,6 +635,39 @@ fn lrt_grid(a: &LrtGridArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(path) = &a.out {
         write_and_plot(path, &json, "lrt-grid")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn lrt_share(a: &LrtShareArgs) -> Result<ExitCode, BenchError> {
+    let p = cohort_bench::lrt_share::ShareParams {
+        rates_mbps: a.rates_mbps.clone(),
+        reps: a.reps,
+        seed: a.seed,
+        bulk_bytes: a.bulk_bytes,
+        ..Default::default()
+    };
+    if a.bulk_bytes == 0 || a.bulk_bytes > 1 << 30 {
+        return Err(BenchError::Invalid("--bulk-bytes must be 1 B..1 GiB".into()));
+    }
+    let r = cohort_bench::lrt_share::run_bench(&p, |s| {
+        eprintln!(
+            "lrt-share {}: goodput {:.2} ± {:.2} Mbit/s, control p99 {:.1} ± {:.1} ms (p50 {:.1}), complete {}",
+            s.label, s.goodput_mbps, s.goodput_ci95, s.control_p99_ms, s.control_p99_ci95, s.control_p50_ms, s.complete
+        )
+    })
+    .map_err(BenchError::Invalid)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        println!(
+            "estimator: {:.3} of the best hand-set rate's goodput ({} Mbit/s), control p99 {:.3} of it",
+            r.goodput_ratio_vs_best, r.best_hand_set_mbps, r.control_p99_ratio_vs_best
+        );
+    }
+    if let Some(path) = &a.out {
+        std::fs::write(path, &json).map_err(|source| BenchError::Write { path: path.clone(), source })?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -65,6 +65,11 @@ pub struct LrtSettings {
     /// Source symbols per coder: small values make coder IDs, the out-of-date filter and the
     /// full-rank ACK of a finished coder (seed 004 §III-B, D) run within a short scenario.
     pub coder_symbols: Option<u32>,
+    /// The operator's rate (`rate_bps`, in Mbit/s): the pacing rate, or with `estimate_rate`
+    /// its cap.
+    pub rate_mbps: Option<f64>,
+    /// Measure the available bandwidth (`lrt::rate`) instead of pacing at `rate_mbps`.
+    pub estimate_rate: Option<bool>,
 }
 
 impl LrtSettings {
@@ -75,6 +80,8 @@ impl LrtSettings {
             symbol_size: self.symbol_size.unwrap_or(d.symbol_size),
             max_window: self.max_window.unwrap_or(d.max_window),
             coder_symbols: self.coder_symbols.unwrap_or(d.coder_symbols),
+            rate_bps: self.rate_mbps.map_or(d.rate_bps, |r| (r * 1e6) as u64),
+            estimate_rate: self.estimate_rate.unwrap_or(d.estimate_rate),
             ..d
         }
     }

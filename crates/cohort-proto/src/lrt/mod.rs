@@ -15,6 +15,7 @@ mod conn;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod pace;
+pub mod rate;
 pub mod stream;
 
 pub use conn::{CloseReason, Config, ConfigError, ConnStats, Connection, Event, RecvError, Role, SendError, State};

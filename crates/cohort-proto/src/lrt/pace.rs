@@ -23,6 +23,17 @@ impl TokenBucket {
         self.tokens = (self.tokens + dt * self.rate_bps as f64 / 8.0).min(self.burst_bytes);
     }
 
+    /// Changes the sustained rate from `now` on (tokens earned so far at the old rate).
+    pub fn set_rate(&mut self, now: Instant, rate_bps: u64) {
+        self.refill(now);
+        self.rate_bps = rate_bps.max(1);
+    }
+
+    /// The sustained rate, bits per second.
+    pub fn rate_bps(&self) -> u64 {
+        self.rate_bps
+    }
+
     /// Takes `bytes` if available now.
     pub fn try_take(&mut self, now: Instant, bytes: usize) -> bool {
         self.refill(now);

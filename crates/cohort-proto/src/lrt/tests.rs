@@ -402,3 +402,31 @@ fn a_message_completed_before_a_bad_length_prefix_is_counted() {
         0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x00, 0xfe, 0xff, 0xff, 0xff, 0x49,
     ]);
 }
+
+#[test]
+fn the_estimator_finds_the_bottleneck_instead_of_flooding_it() {
+    // A 10 Mbit/s link with a deep queue; the operator's rate (the cap) is 100 Mbit/s.
+    let link = LinkParams { queue_bytes: 4 << 20, ..LinkParams::clean(Duration::from_millis(10), 10_000_000) };
+    let run = |estimate_rate: bool| {
+        let cfg = Config { estimate_rate, ..Config::default() };
+        let mut p = Pair::new(cfg, link, link, 7);
+        p.drive_for(Duration::from_millis(200));
+        for i in 0..2000 {
+            p.a.send(&message(i, 1000)).unwrap();
+        }
+        let mut peak = 0;
+        for _ in 0..300 {
+            p.drive_for(Duration::from_millis(10));
+            peak = peak.max(p.ab.queued_packets(p.now));
+        }
+        assert_exactly_once_in_order(&p, 2000, 1000, 7);
+        (peak, p.a.stats().rate_bps, p.a.rate_estimator().map(|e| e.rounds()))
+    };
+    let (flood_peak, flood_rate, none) = run(false);
+    let (peak, rate, rounds) = run(true);
+    assert!(none.is_none() && flood_rate == 90_000_000);
+    let (rounds, backoffs) = rounds.unwrap();
+    assert!(backoffs > 0 && rounds > backoffs, "{rounds} rounds, {backoffs} back-offs");
+    assert!(rate < 20_000_000, "paces near the bottleneck, not at the cap: {rate}");
+    assert!(peak * 2 < flood_peak, "the queue stays short: {peak} packets against {flood_peak}");
+}

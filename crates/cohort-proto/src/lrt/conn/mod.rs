@@ -1,6 +1,7 @@
 //! The LRT connection state machine.
 
 use super::pace::{LossEstimator, RttEstimator, TokenBucket};
+use super::rate::{AckSample, RateEstimator};
 use super::stream::{Divider, MAX_MESSAGE, Reassembler};
 use cohort_coding::{CoderConfig, Decoder, Encoder, Outcome, RepairInfo};
 use cohort_time::Instant;
@@ -30,10 +31,17 @@ pub struct Config {
     pub coder_symbols: u32,
     /// Coders alive at once; a new one waits until the oldest is fully acknowledged.
     pub max_coders: usize,
-    /// Available bandwidth `Bw` of seed 004 eq. (2), bits per second.
+    /// Available bandwidth `Bw` of seed 004 eq. (2), bits per second; with `estimate_rate`,
+    /// the cap on the measured one.
     pub rate_bps: u64,
     /// Share `β` of `Bw` LRT may use; the rest is left to best-effort traffic.
     pub rate_share: f64,
+    /// Measure `Bw` instead of trusting `rate_bps` ([`crate::lrt::rate`]): pace at `β` of the
+    /// bandwidth the path delivers when a queue builds, probe upwards while none does.
+    pub estimate_rate: bool,
+    /// Queueing delay (smallest round trip of a round over the path's smallest) above which
+    /// the estimator backs off; at least a quarter of the smallest round trip is allowed.
+    pub queue_target: Duration,
     /// Token-bucket depth.
     pub burst_bytes: usize,
     /// Redundancy `r` (repairs per source symbol) is `p + spread * sqrt(p * b)` for the loss
@@ -83,6 +91,8 @@ impl Default for Config {
             max_coders: 4,
             rate_bps: 100_000_000,
             rate_share: 0.9,
+            estimate_rate: false,
+            queue_target: Duration::from_millis(5),
             burst_bytes: 64 * 1024,
             redundancy_min: 0.02,
             redundancy_max: 1.0,
@@ -263,6 +273,8 @@ pub struct ConnStats {
     pub loss_estimate: f64,
     pub redundancy: f64,
     pub srtt_us: u64,
+    /// The pacing rate now, bits per second (the operator's, or the estimator's).
+    pub rate_bps: u64,
 }
 
 #[derive(Debug)]
@@ -353,6 +365,7 @@ pub struct Connection {
     next_coder: u16,
     rr: usize,
     bucket: TokenBucket,
+    rate: Option<RateEstimator>,
     loss: LossEstimator,
     rtt: RttEstimator,
     sent: VecDeque<Sent>,
@@ -388,6 +401,8 @@ impl Connection {
     fn new(cfg: Config, role: Role, conn_id: u64, now: Instant) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let rate = (cfg.rate_bps as f64 * cfg.rate_share) as u64;
+        let rate_est =
+            cfg.estimate_rate.then(|| RateEstimator::new(rate as f64, cfg.rate_share, cfg.queue_target, now));
         Ok(Connection {
             role,
             state: State::Handshaking,
@@ -403,7 +418,12 @@ impl Connection {
             tx: VecDeque::new(),
             next_coder: 0,
             rr: 0,
-            bucket: TokenBucket::new(rate.max(1), cfg.burst_bytes, now),
+            bucket: TokenBucket::new(
+                rate_est.as_ref().map_or(rate, |e| e.rate_bps() as u64).max(1),
+                cfg.burst_bytes,
+                now,
+            ),
+            rate: rate_est,
             loss: LossEstimator::with_prior(cfg.initial_loss),
             rtt: RttEstimator::new(cfg.initial_rtt),
             sent: VecDeque::new(),
@@ -460,7 +480,13 @@ impl Connection {
         s.loss_estimate = self.loss.loss();
         s.redundancy = self.redundancy();
         s.srtt_us = self.rtt.srtt().as_micros() as u64;
+        s.rate_bps = self.bucket.rate_bps();
         s
+    }
+
+    /// The bandwidth estimator, when `estimate_rate` is on.
+    pub fn rate_estimator(&self) -> Option<&RateEstimator> {
+        self.rate.as_ref()
     }
 
     /// Bytes accepted by `send` and not yet cut into symbols.

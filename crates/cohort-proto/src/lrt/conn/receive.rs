@@ -197,8 +197,10 @@ impl Connection {
     fn on_ack(&mut self, now: Instant, a: AckRepr) {
         // Round trip and loss from the echoed packet number.
         if self.last_echo.is_none_or(|e| a.echo_pn > e) {
+            let mut rtt = None;
             if let Ok(i) = self.sent.binary_search_by_key(&a.echo_pn, |s| s.pn) {
                 let s = self.sent[i];
+                rtt = Some(now - s.at);
                 self.rtt.sample(now - s.at);
                 let base = self.last_echo.and_then(|e| self.sent.binary_search_by_key(&e, |s| s.pn).ok());
                 if let Some(b) = base {
@@ -212,6 +214,17 @@ impl Connection {
             self.last_echo = Some(a.echo_pn);
             self.last_rx_data = a.rx_data;
             self.last_loss_runs = a.loss_runs;
+            let sample = AckSample {
+                now,
+                rtt,
+                delivered: a.rx_data,
+                packet_bytes: self.symbol_wire_len(),
+                srtt: self.rtt.srtt(),
+                app_limited: self.divider.is_empty(),
+            };
+            if let Some(r) = self.rate.as_mut().and_then(|e| e.on_ack(sample)) {
+                self.bucket.set_rate(now, r as u64);
+            }
         }
         let cfg = &self.cfg;
         let Some(pos) = self.tx.iter().position(|c| c.id == a.coder) else {

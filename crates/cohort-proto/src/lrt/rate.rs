@@ -1,0 +1,239 @@
+//! The rate LRT paces at when it measures the available bandwidth itself.
+//!
+//! Seed 004 §III-E paces LRT at `β · Bw`, `Bw` the available bandwidth. On a channel a robot
+//! team shares, nobody can set `Bw` by hand: it moves with the other stations' traffic, the
+//! link rate and the contention. [`RateEstimator`] measures it, one round (about one smoothed
+//! round trip) at a time, from what the acknowledgements report:
+//!
+//! - **delivery rate**: symbol packets the receiver counted (`rx_data`) over the round, times
+//!   their wire size, over the round's duration;
+//! - **queueing delay**: the smallest round-trip sample of the round minus the smallest of the
+//!   last [`MIN_RTT_WINDOW`] (the path's propagation and service time): what queues in front
+//!   of the bottleneck add.
+//!
+//! At the end of each round:
+//!
+//! - the queue exceeds its target (`queue_target`, at least a quarter of the minimum round
+//!   trip): the path is saturated and delivers `Bw` = the round's delivery rate, so the sender
+//!   paces at `β · Bw`, leaving `1 − β` for the queue to drain and for other traffic (a
+//!   multiplicative decrease to what the bottleneck proved it carries);
+//! - otherwise, if the sender had data waiting (not application-limited): in start-up the rate
+//!   doubles each round (from [`INITIAL_BPS`]), afterwards it grows by one packet per round
+//!   (an additive increase: two flows sharing a bottleneck converge to equal shares);
+//! - an application-limited round leaves the rate alone, queue or not: its delivery rate says
+//!   nothing about the path, and a sender that had nothing waiting did not build the queue (a
+//!   control loop that backed off below its own message rate would queue its messages in its
+//!   own send buffer instead).
+//!
+//! The operator's rate (`rate_bps · rate_share`) stays the cap, and the rate never falls below
+//! [`MIN_BPS`]. Random loss is not a congestion signal here (LRT's redundancy answers it);
+//! only delay is, as in delay-based controllers (Vegas, LEDBAT, BBR's `inflight` bound).
+
+use cohort_time::Instant;
+use std::time::Duration;
+
+/// The rate a connection starts from before its first round.
+pub const INITIAL_BPS: f64 = 2e6;
+/// The rate never falls below this.
+pub const MIN_BPS: f64 = 64e3;
+/// How long the smallest round-trip sample stands for the path's base delay.
+pub const MIN_RTT_WINDOW: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Startup,
+    Steady,
+}
+
+/// Per-connection bandwidth estimate and pacing rate. See the [module docs](self).
+#[derive(Debug, Clone)]
+pub struct RateEstimator {
+    cap_bps: f64,
+    share: f64,
+    queue_target: Duration,
+    rate_bps: f64,
+    mode: Mode,
+    round_start: Instant,
+    round_delivered: u64,
+    round_min_rtt: Option<Duration>,
+    min_rtt: Option<(Duration, Instant)>,
+    /// The last bandwidth the path proved when saturated, bits per second.
+    bw_bps: Option<f64>,
+    rounds: u64,
+    backoffs: u64,
+}
+
+/// What one acknowledgement tells the estimator.
+#[derive(Debug, Clone, Copy)]
+pub struct AckSample {
+    pub now: Instant,
+    /// Round-trip sample of this acknowledgement, if it gave one.
+    pub rtt: Option<Duration>,
+    /// Symbol packets the receiver has counted in all.
+    pub delivered: u64,
+    /// Wire bytes of one symbol packet.
+    pub packet_bytes: usize,
+    /// Smoothed round trip: how long a round lasts.
+    pub srtt: Duration,
+    /// Nothing waited to be sent: the round's delivery rate is the application's.
+    pub app_limited: bool,
+}
+
+impl RateEstimator {
+    /// An estimator pacing at most `cap_bps` (the operator's rate times `share`), backing off
+    /// to `share` (β) of the measured bandwidth when the queue exceeds `queue_target`.
+    pub fn new(cap_bps: f64, share: f64, queue_target: Duration, now: Instant) -> Self {
+        let cap_bps = cap_bps.max(MIN_BPS);
+        RateEstimator {
+            cap_bps,
+            share: share.clamp(0.05, 1.0),
+            queue_target,
+            rate_bps: INITIAL_BPS.min(cap_bps),
+            mode: Mode::Startup,
+            round_start: now,
+            round_delivered: 0,
+            round_min_rtt: None,
+            min_rtt: None,
+            bw_bps: None,
+            rounds: 0,
+            backoffs: 0,
+        }
+    }
+
+    /// The pacing rate, bits per second.
+    pub fn rate_bps(&self) -> f64 {
+        self.rate_bps
+    }
+
+    /// The bandwidth the path last proved when saturated (bits per second), if it has been.
+    pub fn bandwidth_bps(&self) -> Option<f64> {
+        self.bw_bps
+    }
+
+    /// Rounds completed and how many of them backed off.
+    pub fn rounds(&self) -> (u64, u64) {
+        (self.rounds, self.backoffs)
+    }
+
+    /// Takes one acknowledgement; returns the new pacing rate when a round ended.
+    pub fn on_ack(&mut self, s: AckSample) -> Option<f64> {
+        if let Some(rtt) = s.rtt {
+            self.round_min_rtt = Some(self.round_min_rtt.map_or(rtt, |m| m.min(rtt)));
+            match self.min_rtt {
+                Some((m, at)) if rtt > m && s.now.saturating_duration_since(at) < MIN_RTT_WINDOW => {}
+                _ => self.min_rtt = Some((rtt, s.now)),
+            }
+        }
+        let elapsed = s.now.saturating_duration_since(self.round_start);
+        if s.delivered < self.round_delivered {
+            // A new connection's counter, or a reordered acknowledgement: start the round over.
+            self.round_delivered = s.delivered;
+        }
+        if elapsed < s.srtt.max(Duration::from_millis(1)) {
+            return None;
+        }
+        let delivered_bps =
+            (s.delivered - self.round_delivered) as f64 * s.packet_bytes as f64 * 8.0 / elapsed.as_secs_f64();
+        let queue = match (self.round_min_rtt, self.min_rtt) {
+            (Some(r), Some((m, _))) => r.saturating_sub(m),
+            _ => Duration::ZERO,
+        };
+        let target = self.queue_target.max(self.min_rtt.map_or(Duration::ZERO, |(m, _)| m / 4));
+        self.rounds += 1;
+        if queue > target && !s.app_limited {
+            self.backoffs += 1;
+            self.mode = Mode::Steady;
+            self.bw_bps = Some(delivered_bps);
+            self.rate_bps = (self.share * delivered_bps).min(self.rate_bps);
+        } else if !s.app_limited {
+            self.rate_bps = match self.mode {
+                Mode::Startup => self.rate_bps * 2.0,
+                Mode::Steady => self.rate_bps + s.packet_bytes as f64 * 8.0 / elapsed.as_secs_f64(),
+            };
+        }
+        self.rate_bps = self.rate_bps.clamp(MIN_BPS, self.cap_bps);
+        if self.rate_bps >= self.cap_bps {
+            self.mode = Mode::Steady;
+        }
+        self.round_start = s.now;
+        self.round_delivered = s.delivered;
+        self.round_min_rtt = None;
+        Some(self.rate_bps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(x: u64) -> Duration {
+        Duration::from_millis(x)
+    }
+
+    /// Feeds one round of `delivered_pkts` packets ending at `at` with round trip `rtt`.
+    fn round(e: &mut RateEstimator, at: Instant, total: &mut u64, pkts: u64, rtt: Duration, limited: bool) -> f64 {
+        *total += pkts;
+        let s = AckSample {
+            now: at,
+            rtt: Some(rtt),
+            delivered: *total,
+            packet_bytes: 1250,
+            srtt: ms(10),
+            app_limited: limited,
+        };
+        e.on_ack(s).expect("a round ended")
+    }
+
+    #[test]
+    fn starts_up_doubling_then_backs_off_to_beta_times_what_the_path_delivers() {
+        let mut e = RateEstimator::new(100e6, 0.9, ms(5), Instant::ZERO);
+        let (mut t, mut total) = (Instant::ZERO, 0);
+        let mut rates = vec![];
+        for _ in 0..4 {
+            t += ms(10);
+            rates.push(round(&mut e, t, &mut total, 10, ms(10), false));
+        }
+        assert_eq!(rates, vec![4e6, 8e6, 16e6, 32e6], "doubling while the queue stays short");
+        // The path saturates at 20 Mbit/s (20 packets of 1250 B per 10 ms) and a queue builds.
+        t += ms(10);
+        let r = round(&mut e, t, &mut total, 20, ms(30), false);
+        assert!((r - 18e6).abs() < 1.0, "β · Bw = 0.9 × 20 Mbit/s, got {r}");
+        assert_eq!(e.bandwidth_bps(), Some(20e6));
+        // Steady: one packet per round more.
+        t += ms(10);
+        let r2 = round(&mut e, t, &mut total, 18, ms(10), false);
+        assert!((r2 - (18e6 + 1e6)).abs() < 1.0, "{r2}");
+        assert_eq!(e.rounds(), (6, 1));
+    }
+
+    #[test]
+    fn an_application_limited_round_leaves_the_rate_and_the_cap_holds() {
+        let mut e = RateEstimator::new(5e6, 0.9, ms(5), Instant::ZERO);
+        let (mut t, mut total) = (Instant::ZERO, 0);
+        t += ms(10);
+        assert_eq!(round(&mut e, t, &mut total, 1, ms(10), true), INITIAL_BPS);
+        t += ms(10);
+        assert_eq!(round(&mut e, t, &mut total, 10, ms(10), false), 4e6);
+        t += ms(10);
+        assert_eq!(round(&mut e, t, &mut total, 10, ms(10), false), 5e6, "the operator's cap");
+    }
+
+    #[test]
+    fn no_round_ends_before_a_round_trip_and_the_floor_holds() {
+        let mut e = RateEstimator::new(100e6, 0.9, ms(5), Instant::ZERO);
+        let early = AckSample {
+            now: Instant::ZERO + ms(3),
+            rtt: Some(ms(10)),
+            delivered: 5,
+            packet_bytes: 1250,
+            srtt: ms(10),
+            app_limited: false,
+        };
+        assert_eq!(e.on_ack(early), None);
+        let (mut t, mut total) = (Instant::ZERO + ms(10), 5);
+        assert_eq!(round(&mut e, t, &mut total, 0, ms(10), false), 4e6);
+        // A saturated round that delivered nothing: the floor, not zero.
+        t += ms(10);
+        assert_eq!(round(&mut e, t, &mut total, 0, ms(200), false), MIN_BPS);
+    }
+}
