@@ -180,6 +180,8 @@ pub struct GridReport {
     pub tuned_point: Option<GridPoint>,
     pub grid: Vec<GridPoint>,
     pub runs_pooled_per_point: u64,
+    /// LRT measured the bandwidth instead of pacing at the link's rate.
+    pub estimate_rate: bool,
     pub params: GridParams,
     pub command: String,
 }
@@ -300,9 +302,13 @@ pub fn run(g: &GridParams, lrt: &Config, progress: impl Fn(&GridPoint) + Sync) -
             .cloned(),
         runs_pooled_per_point: g.reps,
         command: format!(
-            "cohort bench lrt-grid --json --count {} --reps {} --seed {} --out FILE.json",
-            g.count, g.reps, g.seed
+            "cohort bench lrt-grid --json --count {} --reps {} --seed {}{} --out FILE.json",
+            g.count,
+            g.reps,
+            g.seed,
+            if lrt.estimate_rate { " --estimate-rate" } else { "" }
         ),
+        estimate_rate: lrt.estimate_rate,
         params: g.clone(),
         grid,
     })

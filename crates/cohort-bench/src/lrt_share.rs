@@ -14,6 +14,9 @@ use cohort_sim::engine::{Outcome, Recorder, run};
 use cohort_sim::scenario::Scenario;
 use serde::Serialize;
 
+/// Bytes per message of an upload.
+const BULK_MESSAGE: usize = 8000;
+
 /// What to run.
 #[derive(Debug, Clone, Serialize)]
 pub struct ShareParams {
@@ -48,6 +51,7 @@ pub struct Setting {
     /// "hand-set N Mbit/s" or "estimator".
     pub label: String,
     pub rate_mbps: Option<f64>,
+    /// Both uploads' bytes over the time from their start to the later one's last delivery.
     pub goodput_mbps: f64,
     pub goodput_ci95: f64,
     pub control_p99_ms: f64,
@@ -75,7 +79,7 @@ pub struct ShareReport {
 
 /// The scenario: nodes 1 and 2 upload to 0, node 0 controls node 3.
 pub fn scenario(p: &ShareParams, rate_mbps: Option<f64>) -> Result<Scenario, String> {
-    let size = 8000usize;
+    let size = BULK_MESSAGE;
     let count = p.bulk_bytes.div_ceil(size);
     let (rate, est) = match rate_mbps {
         Some(r) => (r, false),
@@ -127,7 +131,15 @@ count = {ctl}
 fn setting(p: &ShareParams, rate_mbps: Option<f64>) -> Result<Setting, String> {
     let s = scenario(p, rate_mbps)?;
     let runs: Vec<Outcome> = (0..p.reps).map(|r| run(&s, p.seed + r, Recorder::default())).collect();
-    let goodput: Vec<f64> = runs.iter().map(|o| o.flows[0].goodput_mbps + o.flows[1].goodput_mbps).collect();
+    // Both uploads start together: the aggregate is their bytes over the longer one's span
+    // (each flow's goodput is its bytes over its own span, first send to last delivery).
+    let aggregate = |o: &Outcome| {
+        let bulk = &o.flows[..2];
+        let bytes: Vec<f64> = bulk.iter().map(|f| f.delivered as f64 * BULK_MESSAGE as f64 * 8.0 / 1e6).collect();
+        let span = bulk.iter().zip(&bytes).map(|(f, b)| b / f.goodput_mbps.max(1e-9)).fold(0.0, f64::max);
+        bytes.iter().sum::<f64>() / span.max(1e-9)
+    };
+    let goodput: Vec<f64> = runs.iter().map(aggregate).collect();
     let p99: Vec<f64> = runs.iter().map(|o| o.flows[2].p99_ms).collect();
     let p50: Vec<f64> = runs.iter().map(|o| o.flows[2].p50_ms).collect();
     let (g, gh) = mean_ci95(&goodput);

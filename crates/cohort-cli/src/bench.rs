@@ -192,6 +192,9 @@ struct LrtGridArgs {
     /// Worker threads (0: one per core); results do not depend on it.
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// LRT measures the bandwidth (`estimate_rate`) instead of pacing at the link's rate.
+    #[arg(long)]
+    estimate_rate: bool,
     /// Also write the JSON here and a chart next to it (`.png`).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -600,7 +603,8 @@ fn lrt_grid(a: &LrtGridArgs) -> Result<ExitCode, BenchError> {
     }
     let total = cohort_bench::lrt_grid::points(&g).len();
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let r = run(&g, &cohort_proto::lrt::Config::default(), |p| {
+    let lrt_cfg = cohort_proto::lrt::Config { estimate_rate: a.estimate_rate, ..Default::default() };
+    let r = run(&g, &lrt_cfg, |p| {
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         eprintln!(
             "lrt-grid {n}/{total}: {} ms, {}, {} B every {} ms: p99 lrt {:.1} block {:.1} arq {:.1} ms, overhead {:.2}/{:.2}/{:.2}",
