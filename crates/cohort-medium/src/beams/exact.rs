@@ -63,7 +63,11 @@ fn sets_count(n: usize, m: usize) -> u64 {
 pub fn optimum(ch: &Channel, mapping: Mapping) -> Result<(Allocation, ExactStats), BeamsError> {
     let m_max = ch.chains.min(ch.beams);
     if ch.chains > MAX_EXACT_CHAINS {
-        return Err(BeamsError::TooMany { what: "chains for the exact search", max: MAX_EXACT_CHAINS, value: ch.chains });
+        return Err(BeamsError::TooMany {
+            what: "chains for the exact search",
+            max: MAX_EXACT_CHAINS,
+            value: ch.chains,
+        });
     }
     let sets = sets_count(ch.beams, m_max);
     if sets > MAX_EXACT_SETS {
@@ -78,9 +82,8 @@ pub fn optimum(ch: &Channel, mapping: Mapping) -> Result<(Allocation, ExactStats
     let mut best = ch.evaluate_unchecked(greedy.streams());
     let mut stats = ExactStats::default();
     // Each beam's best interference-free spectral efficiency: the bound's terms.
-    let alone: Vec<f64> = (0..ch.beams)
-        .map(|b| (0..ch.devices).map(|i| ch.theta_alone_bps(b, i)).fold(0.0, f64::max))
-        .collect();
+    let alone: Vec<f64> =
+        (0..ch.beams).map(|b| (0..ch.devices).map(|i| ch.theta_alone_bps(b, i)).fold(0.0, f64::max)).collect();
     let mut set: Vec<usize> = Vec::with_capacity(m_max);
     for size in 1..=m_max {
         set.clear();

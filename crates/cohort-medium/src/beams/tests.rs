@@ -44,9 +44,7 @@ fn the_greedy_stops_when_nothing_gains() {
 #[test]
 fn evaluation_follows_eqs_1_and_2() {
     let ch = hand([15.0, 0.0, 3.0, 7.0], [15.0, 1.0, 3.0, 7.0]);
-    let a = ch
-        .evaluate(&[Stream { chain: 1, beam: 0, device: 0 }, Stream { chain: 0, beam: 1, device: 1 }])
-        .unwrap();
+    let a = ch.evaluate(&[Stream { chain: 1, beam: 0, device: 0 }, Stream { chain: 0, beam: 1, device: 1 }]).unwrap();
     assert!((a.snr[0] - 15.0 / 4.0).abs() < 1e-12);
     assert!((a.snr[1] - 7.0 / 2.0).abs() < 1e-12);
     assert!((a.total_bps - (4.75f64.log2() + 4.5f64.log2())).abs() < 1e-12);

@@ -18,18 +18,21 @@ use std::time::Duration;
 /// (42) and UDP/IPv4 (28).
 pub const UNDER_MP: usize = 70;
 
-/// One path: its link (the same both ways), when it is out (`[from, to)` from the start), and
-/// when its link changes (rate, delay, loss: a trace, see [`crate::mobility`]), in time order.
+/// One path: its link (the same both ways), when it is out (`[from, to)` from the start),
+/// when its link changes (rate, delay, loss: a trace, see [`crate::mobility`]), and when the
+/// sender's scheduler is told the path's allocated rate (`MpConnection::set_rate_hint`, see
+/// [`crate::beams`]), each in time order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MpPath {
     pub link: LinkParams,
     pub outages: Vec<(Duration, Duration)>,
     pub changes: Vec<(Duration, LinkParams)>,
+    pub rate_hints: Vec<(Duration, Option<f64>)>,
 }
 
 impl MpPath {
     pub fn new(link: LinkParams) -> Self {
-        MpPath { link, outages: Vec::new(), changes: Vec::new() }
+        MpPath { link, outages: Vec::new(), changes: Vec::new(), rate_hints: Vec::new() }
     }
 
     fn out_at(&self, t: Duration) -> bool {
@@ -124,6 +127,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
     let (mut last_delivery, mut max_stall) = (None::<Instant>, Duration::ZERO);
     let mut wire = 0u64;
     let mut next_change = vec![0usize; n];
+    let mut next_hint = vec![0usize; n];
     while now < end && delivered < r.messages {
         let t = now.saturating_duration_since(Instant::ZERO);
         for (p, path) in r.paths.iter().enumerate() {
@@ -131,6 +135,10 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
                 links[p].up.set_params(params)?;
                 links[p].down.set_params(params)?;
                 next_change[p] += 1;
+            }
+            while let Some(&(_, hint)) = path.rate_hints.get(next_hint[p]).filter(|c| c.0 <= t) {
+                a.set_rate_hint(p, hint);
+                next_hint[p] += 1;
             }
         }
         a.handle_timeout(now);
