@@ -5,6 +5,7 @@
 //! warm-up, seed) and the command that reproduces it. Timings never gate tests; the tests here
 //! only check that a tiny run produces a well-formed report.
 
+pub mod beams;
 pub mod block;
 pub mod coding;
 pub mod coorp;

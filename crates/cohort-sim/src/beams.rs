@@ -58,6 +58,8 @@ pub struct BeamTeam {
     /// The drive (only the ellipse and the speed are used).
     pub mobility: Mobility,
     pub spacing: Duration,
+    /// Where on the drive the run starts (robot 0 at `mobility.position(start)`).
+    pub start: Duration,
     pub round: Duration,
     pub rates: RateSource,
     pub share: f64,
@@ -82,6 +84,7 @@ impl BeamTeam {
             team,
             mobility,
             spacing: Duration::from_secs(3),
+            start: Duration::ZERO,
             round: Duration::from_millis(100),
             rates: RateSource::Allocated(Mapping::OneToMany),
             share: 0.01,
@@ -107,7 +110,7 @@ impl BeamTeam {
 
     /// Robot `k`'s position at `t`.
     pub fn position(&self, k: usize, t: Duration) -> (f64, f64) {
-        self.mobility.position(t + self.spacing * k as u32)
+        self.mobility.position(self.start + t + self.spacing * k as u32)
     }
 }
 
@@ -198,6 +201,9 @@ pub struct TeamFile {
     pub a: f64,
     pub b: f64,
     pub spacing_s: f64,
+    /// Where on the drive the run starts, seconds (0 if absent).
+    #[serde(default)]
+    pub start_s: f64,
     pub round_ms: f64,
     pub share: f64,
     pub min_rate_mbps: f64,
@@ -276,6 +282,7 @@ impl TeamFile {
             team: f.team,
             mobility,
             spacing: secs("spacing_s", f.spacing_s, 3600.0)?,
+            start: secs("start_s", f.start_s, 86_400.0)?,
             round: secs("round_ms", f.round_ms / 1e3, 60.0)?,
             rates,
             share: f.share,
