@@ -1,4 +1,4 @@
-use super::alloc::{Greedy, Mapping, greedy, one_to_one};
+use super::alloc::{Greedy, Mapping, greedy, literal, one_to_one};
 use super::exact::{brute_force, optimum};
 use super::*;
 use proptest::prelude::*;
@@ -169,5 +169,22 @@ proptest! {
         prop_assert!((best.total_bps - brute_force(&ch, Mapping::OneToMany).total_bps).abs() <= tol);
         prop_assert!((best1.total_bps - brute_force(&ch, Mapping::OneToOne).total_bps).abs() <= tol);
         prop_assert!(a.streams.len() <= ch.chains.min(ch.beams));
+    }
+
+    /// The fast greedy picks what Algorithm 1 evaluated literally picks (same beams and
+    /// devices in the same order; chains are interchangeable), on larger instances too.
+    #[test]
+    fn the_fast_greedy_is_algorithm_1(ch in instance(), wide in prop::collection::vec((1.0f64..60.0, -1.5f64..1.5), 1..=9), sixty: bool) {
+        let ap = ApConfig::new(if sixty { Band::G60 } else { Band::G5 }, 4, 12);
+        let pos: Vec<(f64, f64)> = wide.iter().map(|&(d, a)| (d * a.cos(), d * a.sin())).collect();
+        for c in [ch, Channel::new(&ap, &pos).unwrap()] {
+            for m in [Mapping::OneToMany, Mapping::OneToOne] {
+                let fast = Greedy::new().allocate(&c, m);
+                let slow = literal(&c, m);
+                let key = |a: &Allocation| a.streams.iter().map(|s| (s.beam, s.device)).collect::<Vec<_>>();
+                prop_assert_eq!(key(&fast), key(&slow));
+                prop_assert!((fast.total_bps - slow.total_bps).abs() <= 1e-9 * slow.total_bps.max(1.0));
+            }
+        }
     }
 }
