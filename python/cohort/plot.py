@@ -386,9 +386,12 @@ def plot_beams(report: dict[str, Any], out: Path) -> None:
     for name, color in (("devices", "tab:blue"), ("chains", "tab:red"), ("beams", "tab:green")):
         pts = timing[name]
         ax.loglog([p[name] for p in pts], [p["round_us"] for p in pts], "o-", color=color, label=f"vary {name}")
+        lit = [p for p in pts if p.get("literal_round_us") is not None]
+        if lit:
+            ax.loglog([p[name] for p in lit], [p["literal_round_us"] for p in lit], "x--", color=color, alpha=0.6)
     ax.axhline(50.0, color="gray", linestyle=":", label="50 µs goal")
     ax.set_xlabel("size of the varied dimension (others 16 devices, 8 chains, 64 beams)")
-    ax.set_ylabel("µs per allocation round")
+    ax.set_ylabel("µs per allocation round (dashed: literal Alg. 1)")
     ax.set_title(f"time per round: {timing['round_us_16x8x64']} µs at 16x8x64")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3, which="both")

@@ -9,7 +9,8 @@
 //!    (`cohort_medium::beams::exact`): mean and worst ratio.
 //! 2. **Time per round**: one Algorithm 1 round (the channel given) as `|I|`, `|R|` and `|B|`
 //!    grow from 16 × 8 × 64, the median of repeated rounds over 8 random channels, beside
-//!    Remark 1's `|I||R|³|B|` and Cohort's `|R||B|(|I| + |R|)` operation counts. A release
+//!    Remark 1's `|I||R|³|B|` and Cohort's `|R||B|(|I| + |R|)` operation counts, and the
+//!    literal evaluation's time (`alloc::literal`, up to the 16 × 8 × 64 size). A release
 //!    build's figure; a debug build's is flagged in the report.
 //! 3. **One-to-many against one-to-one** (HEKATON's mapping): on the same instances, the
 //!    greedy's sum throughput and bits per joule (`PowerModel`: 0.5 W + 0.3 W per active
@@ -22,7 +23,7 @@
 //!    (seed-drawn); goodput and p99 message delay, paired ratios with 95% intervals.
 
 use crate::stats::{mean_ci95, median, quantile, round, thin, time_reps};
-use cohort_medium::beams::alloc::{Greedy, Mapping};
+use cohort_medium::beams::alloc::{Greedy, Mapping, literal};
 use cohort_medium::beams::exact::optimum;
 use cohort_medium::beams::{ApConfig, Band, Channel, PowerModel};
 use cohort_proto::multipath::MpConfig;
@@ -137,8 +138,16 @@ fn instances(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value, 
     }))
 }
 
-/// Median µs of one greedy round over 8 random 60 GHz channels of this size.
-fn time_round(rng: &mut ChaCha8Rng, devices: usize, chains: usize, beams: usize, budget: Duration) -> f64 {
+/// Median µs of one greedy round over 8 random 60 GHz channels of this size, and of one
+/// round of Algorithm 1 evaluated literally (`alloc::literal`) where that is at most the
+/// 16 × 8 × 64 size's `|I||R|³|B|`.
+fn time_round(
+    rng: &mut ChaCha8Rng,
+    devices: usize,
+    chains: usize,
+    beams: usize,
+    budget: Duration,
+) -> (f64, Option<f64>) {
     let chans: Vec<Channel> = (0..8).map(|_| random_channel(rng, Band::G60, devices, chains, beams)).collect();
     let mut g = Greedy::new();
     let mut k = 0;
@@ -147,8 +156,15 @@ fn time_round(rng: &mut ChaCha8Rng, devices: usize, chains: usize, beams: usize,
         sink += g.run(&chans[k % chans.len()], Mapping::OneToMany);
         k += 1;
     });
+    let lit = (devices * chains.pow(3) * beams <= 16 * 8usize.pow(3) * 64).then(|| {
+        let mut w = time_reps(budget / 4, 3, || {
+            sink += literal(&chans[k % chans.len()], Mapping::OneToMany).total_bps;
+            k += 1;
+        });
+        median(&mut w).as_secs_f64() * 1e6
+    });
     std::hint::black_box(sink);
-    median(&mut v).as_secs_f64() * 1e6
+    (median(&mut v).as_secs_f64() * 1e6, lit)
 }
 
 /// Part 2.
@@ -160,9 +176,10 @@ fn timing(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Value {
         let pts: Vec<Value> = sizes
             .iter()
             .map(|&(i, r, b)| {
-                let us = time_round(&mut rng, i, r, b, budget);
+                let (us, lit) = time_round(&mut rng, i, r, b, budget);
                 json!({
                     "devices": i, "chains": r, "beams": b, "round_us": round(us, 3),
+                    "literal_round_us": lit.map(|x| round(x, 1)),
                     "remark1_ops": i * r * r * r * b, "cohort_ops": r * b * (i + r),
                 })
             })
