@@ -27,7 +27,7 @@ use cohort_medium::beams::alloc::{Greedy, Mapping, literal};
 use cohort_medium::beams::exact::optimum;
 use cohort_medium::beams::{ApConfig, Band, Channel, PowerModel};
 use cohort_proto::multipath::MpConfig;
-use cohort_sim::beams::{BeamTeam, Hints, paths};
+use cohort_sim::beams::{BeamTeam, Hints, paths, rates};
 use cohort_sim::multipath::{MpOutcome, MpRun, run};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -223,11 +223,17 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed ^ 0xe2e);
     let variants = [("aware", Hints::Allocated), ("equal", Hints::Equal), ("measured", Hints::None)];
     let mut runs: Vec<Vec<MpOutcome>> = vec![Vec::new(); variants.len()];
-    let mut starts = Vec::new();
+    let (mut starts, mut both_up, mut none_up) = (Vec::new(), Vec::new(), Vec::new());
     for rep in 0..p.reps {
         let start = Duration::from_millis(rng.random_range(0..60_000));
         starts.push(start.as_secs_f64());
         let team = BeamTeam { start, ..base.clone() };
+        // How often robot 0 has every path, and none, over the run (the rounds' rates).
+        let sched = rates(&team, Duration::from_secs_f64(p.mobility_s)).map_err(|e| e.to_string())?;
+        let share =
+            |f: &dyn Fn(&Vec<f64>) -> bool| sched.iter().filter(|r| f(&r.1)).count() as f64 / sched.len() as f64;
+        both_up.push(share(&|r| r.iter().all(|&b| b >= team.min_rate_bps)));
+        none_up.push(share(&|r| r.iter().all(|&b| b < team.min_rate_bps)));
         for k in 0..variants.len() {
             let i = (k + rep as usize) % variants.len();
             progress(&format!("end to end rep {rep} {}", variants[i].0));
@@ -266,6 +272,8 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
     v.insert("p99_aware_over_measured".into(), paired(0, 2, &p99));
     v.insert("goodput_aware_over_measured".into(), paired(0, 2, &|o: &MpOutcome| o.goodput_mbps));
     v.insert("starts_s".into(), json!(starts));
+    v.insert("every_path_up_share".into(), json!(round(mean_ci95(&both_up).0, 3)));
+    v.insert("no_path_up_share".into(), json!(round(mean_ci95(&none_up).0, 3)));
     v.insert(
         "team".into(),
         json!({
