@@ -173,7 +173,10 @@ pub fn paths_from(schedule: &[(Duration, Vec<f64>)], owd: Duration, min_rate_bps
                         last = Some(bps as u64);
                     }
                 }
+                // A path out for the round has no rate to tell: the transport's failure
+                // detector and probes handle an absent link, as without hints.
                 let hint = match hints {
+                    _ if bps < min_rate_bps => None,
                     Hints::None => None,
                     Hints::Allocated => Some(bps),
                     Hints::Equal => Some(row.iter().sum::<f64>() / row.len() as f64),
