@@ -94,7 +94,8 @@ fn link_budgets_are_plausible() {
 fn bad_configs_are_typed_errors() {
     let ok = ApConfig::new(Band::G5, 2, 4);
     assert!(ok.validate().is_ok());
-    let cases: Vec<Box<dyn Fn(&mut ApConfig)>> = vec![
+    type Edit = Box<dyn Fn(&mut ApConfig)>;
+    let cases: Vec<Edit> = vec![
         Box::new(|a| a.chains = 0),
         Box::new(|a| a.beams = 0),
         Box::new(|a| a.elements = 0),
