@@ -363,5 +363,10 @@ mod tests {
             assert!(TeamFile::from_toml(&text.replacen(from, to, 1)).is_err(), "{to}");
         }
         assert!(BeamTeam { team: 0, ..t.clone() }.validate().is_err());
+        let near =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/beams_team_colocated.toml"))
+                .unwrap();
+        let t = TeamFile::from_toml(&near).unwrap();
+        assert_eq!((t.aps[0].y, t.aps[1].y), (-40.0, -40.0));
     }
 }
