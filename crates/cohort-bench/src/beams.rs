@@ -224,6 +224,9 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
     let variants = [("aware", Hints::Allocated), ("equal", Hints::Equal), ("measured", Hints::None)];
     let mut runs: Vec<Vec<MpOutcome>> = vec![Vec::new(); variants.len()];
     let (mut starts, mut both_up, mut none_up) = (Vec::new(), Vec::new(), Vec::new());
+    // Per repetition, whether every path was up in each round (to pool the delays of the
+    // messages sent while delay balancing had every path to split over).
+    let mut every_up: Vec<(Duration, Vec<bool>)> = Vec::new();
     for rep in 0..p.reps {
         let start = Duration::from_millis(rng.random_range(0..60_000));
         starts.push(start.as_secs_f64());
@@ -233,6 +236,7 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
         let share =
             |f: &dyn Fn(&Vec<f64>) -> bool| sched.iter().filter(|r| f(&r.1)).count() as f64 / sched.len() as f64;
         both_up.push(share(&|r| r.iter().all(|&b| b >= team.min_rate_bps)));
+        every_up.push((team.round, sched.iter().map(|r| r.1.iter().all(|&b| b >= team.min_rate_bps)).collect()));
         none_up.push(share(&|r| r.iter().all(|&b| b < team.min_rate_bps)));
         for k in 0..variants.len() {
             let i = (k + rep as usize) % variants.len();
@@ -245,12 +249,27 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
         d.sort_by(f64::total_cmp);
         quantile(&d, 0.99)
     };
+    // p99 of the messages sent in rounds where every path was up.
+    let p99_up = |rep: usize, o: &MpOutcome| {
+        let (round, up) = &every_up[rep];
+        let mut d: Vec<f64> = o
+            .delays_ms
+            .iter()
+            .zip(&o.sent_ms)
+            .filter(|(_, s)| up.get((*s / 1e3 / round.as_secs_f64()) as usize).copied().unwrap_or(false))
+            .map(|(d, _)| *d)
+            .collect();
+        d.sort_by(f64::total_cmp);
+        quantile(&d, 0.99)
+    };
     let mut v = serde_json::Map::new();
     for ((name, _), rs) in variants.iter().zip(&runs) {
         let g: Vec<f64> = rs.iter().map(|o| o.goodput_mbps).collect();
         let d: Vec<f64> = rs.iter().map(p99).collect();
+        let du: Vec<f64> = rs.iter().enumerate().map(|(k, o)| p99_up(k, o)).filter(|x| x.is_finite()).collect();
         let (gm, gh) = mean_ci95(&g);
         let (dm, dh) = mean_ci95(&d);
+        let (um, uh) = mean_ci95(&du);
         v.insert(
             (*name).into(),
             json!({
@@ -258,6 +277,8 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
                 "delay_p99_ms": round(dm, 2), "delay_p99_ci95": round(dh, 2),
                 "goodput_runs": g.iter().map(|x| round(*x, 3)).collect::<Vec<_>>(),
                 "delay_p99_runs": d.iter().map(|x| round(*x, 2)).collect::<Vec<_>>(),
+                "every_path_up_delay_p99_ms": round(um, 2), "every_path_up_delay_p99_ci95": round(uh, 2),
+                "every_path_up_delay_p99_runs": du.iter().map(|x| round(*x, 2)).collect::<Vec<_>>(),
                 "failures": rs.iter().map(|o| o.sender.paths.iter().map(|q| q.failures).sum::<u64>()).sum::<u64>(),
             }),
         );
@@ -268,6 +289,13 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
         json!({ "mean": round(m, 4), "ci95": round(h, 4), "pairs": r.len() })
     };
     v.insert("p99_aware_over_equal".into(), paired(0, 1, &p99));
+    let r: Vec<f64> =
+        (0..runs[0].len()).map(|k| p99_up(k, &runs[0][k]) / p99_up(k, &runs[1][k])).filter(|x| x.is_finite()).collect();
+    let (m, h) = mean_ci95(&r);
+    v.insert(
+        "every_path_up_p99_aware_over_equal".into(),
+        json!({ "mean": round(m, 4), "ci95": round(h, 4), "pairs": r.len() }),
+    );
     v.insert("goodput_aware_over_equal".into(), paired(0, 1, &|o: &MpOutcome| o.goodput_mbps));
     v.insert("p99_aware_over_measured".into(), paired(0, 2, &p99));
     v.insert("goodput_aware_over_measured".into(), paired(0, 2, &|o: &MpOutcome| o.goodput_mbps));
@@ -308,6 +336,7 @@ pub fn run_bench(p: &BeamsParams, mut progress: impl FnMut(&str)) -> Result<Valu
         "one_to_many_gain_mean": gain,
         "bits_per_joule_gain_mean": inst["bits_per_joule_many_over_one"]["mean"],
         "p99_delay_ratio_aware_over_equal": p99,
+        "every_path_up_p99_ratio_aware_over_equal": e2e["every_path_up_p99_aware_over_equal"]["mean"],
         "goodput_ratio_aware_over_equal": goodput,
     });
     let goals = json!({

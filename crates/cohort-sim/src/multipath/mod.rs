@@ -83,8 +83,10 @@ pub struct MpOutcome {
     /// Application bits per second from the connection's start to the last delivery (all of
     /// the transfer, or what arrived by the limit), Mbit/s.
     pub goodput_mbps: f64,
-    /// Each message's delay from `send` to `recv`, ms, in message order.
+    /// Each message's delay from `send` to `recv`, ms, in message order, and when it was
+    /// sent (ms from the start).
     pub delays_ms: Vec<f64>,
+    pub sent_ms: Vec<f64>,
     /// The longest time between two deliveries while messages were outstanding, ms.
     pub max_stall_ms: f64,
     pub sender: MpStats,
@@ -121,8 +123,9 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
     let mut now = Instant::ZERO;
     let end = Instant::ZERO + r.limit;
     let (mut next, mut delivered) = (0u32, 0u32);
-    let mut sent_at: Vec<Instant> = Vec::with_capacity(r.messages as usize);
-    let mut delays = Vec::with_capacity(r.messages as usize);
+    let mut sent_at: Vec<Instant> = Vec::with_capacity(r.messages.min(1 << 20) as usize);
+    let mut delays = Vec::with_capacity(r.messages.min(1 << 20) as usize);
+    let mut sent = Vec::with_capacity(r.messages.min(1 << 20) as usize);
     let (mut in_order, mut established, mut completed) = (true, None, None);
     let (mut last_delivery, mut max_stall) = (None::<Instant>, Duration::ZERO);
     let mut wire = 0u64;
@@ -178,6 +181,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
             in_order &= i == delivered;
             if let Some(&s) = sent_at.get(i as usize) {
                 delays.push(now.saturating_duration_since(s).as_secs_f64() * 1e3);
+                sent.push(s.saturating_duration_since(Instant::ZERO).as_secs_f64() * 1e3);
             }
             if let Some(l) = last_delivery {
                 max_stall = max_stall.max(now.saturating_duration_since(l));
@@ -219,6 +223,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
         completed,
         goodput_mbps,
         delays_ms: delays,
+        sent_ms: sent,
         max_stall_ms: max_stall.as_secs_f64() * 1e3,
         sender: a.stats(),
         receiver: b.stats(),
