@@ -270,6 +270,7 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
         let (gm, gh) = mean_ci95(&g);
         let (dm, dh) = mean_ci95(&d);
         let (um, uh) = mean_ci95(&du);
+        let (um, uh) = if du.is_empty() { (f64::NAN, f64::NAN) } else { (um, uh) };
         v.insert(
             (*name).into(),
             json!({
@@ -291,11 +292,10 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
     v.insert("p99_aware_over_equal".into(), paired(0, 1, &p99));
     let r: Vec<f64> =
         (0..runs[0].len()).map(|k| p99_up(k, &runs[0][k]) / p99_up(k, &runs[1][k])).filter(|x| x.is_finite()).collect();
+    // No message sent while every path was up: no figure (null), not a zero.
     let (m, h) = mean_ci95(&r);
-    v.insert(
-        "every_path_up_p99_aware_over_equal".into(),
-        json!({ "mean": round(m, 4), "ci95": round(h, 4), "pairs": r.len() }),
-    );
+    let (m, h) = if r.is_empty() { (Value::Null, Value::Null) } else { (json!(round(m, 4)), json!(round(h, 4))) };
+    v.insert("every_path_up_p99_aware_over_equal".into(), json!({ "mean": m, "ci95": h, "pairs": r.len() }));
     v.insert("goodput_aware_over_equal".into(), paired(0, 1, &|o: &MpOutcome| o.goodput_mbps));
     v.insert("p99_aware_over_measured".into(), paired(0, 2, &p99));
     v.insert("goodput_aware_over_measured".into(), paired(0, 2, &|o: &MpOutcome| o.goodput_mbps));

@@ -54,7 +54,7 @@ enum Which {
     /// RF-chain and beam allocation (seed 001 Algorithm 1): greedy against the exact optimum,
     /// time per round, one-to-many against one-to-one, and allocation-aware multipath end to
     /// end against an equal split.
-    Beams(BeamsArgs),
+    Beams(crate::bench_beams::BeamsArgs),
     /// How fast the bulk gate holds and releases a foreign TCP upload in the kernel (root).
     #[command(name = "coorp-gate")]
     CoorpGate(CoorpGateArgs),
@@ -94,32 +94,6 @@ struct MultipathArgs {
     #[arg(long, default_value_t = 10.0)]
     speed_mps: f64,
     /// Also write the JSON next to this PNG (goodput per scenario and system).
-    #[arg(long)]
-    plot: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-struct BeamsArgs {
-    /// Print the report as JSON (otherwise a short summary).
-    #[arg(long)]
-    json: bool,
-    /// Random instances of greedy against the optimum (and one-to-many against one-to-one).
-    #[arg(long, default_value_t = 1000)]
-    instances: usize,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Milliseconds spent timing each size of the time-per-round sweeps.
-    #[arg(long, default_value_t = 200)]
-    timing_ms: u64,
-    /// End-to-end repetitions (each from another point of the drive) and their length, s.
-    #[arg(long, default_value_t = 5)]
-    reps: u64,
-    #[arg(long, default_value_t = 30.0)]
-    mobility_s: f64,
-    /// A team file (see scenarios/beams_team.toml) instead of the default team.
-    #[arg(long)]
-    team: Option<PathBuf>,
-    /// Also write the JSON next to this PNG.
     #[arg(long)]
     plot: Option<PathBuf>,
 }
@@ -376,7 +350,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::Coorp(a) => coorp(&a),
         Which::Lrt(a) => lrt(&a),
         Which::Multipath(a) => multipath(&a),
-        Which::Beams(a) => beams(&a),
+        Which::Beams(a) => crate::bench_beams::run(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
             if json {
@@ -579,40 +553,6 @@ fn multipath(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(png) = &a.plot {
         write_and_plot(&png.with_extension("json"), &json, "multipath")?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn beams(a: &BeamsArgs) -> Result<ExitCode, BenchError> {
-    let team = match &a.team {
-        Some(path) => {
-            let text =
-                std::fs::read_to_string(path).map_err(|e| BenchError::Invalid(format!("{}: {e}", path.display())))?;
-            Some(cohort_sim::beams::TeamFile::from_toml(&text).map_err(|e| BenchError::Invalid(e.to_string()))?)
-        }
-        None => None,
-    };
-    let p = cohort_bench::beams::BeamsParams {
-        instances: a.instances,
-        seed: a.seed,
-        timing_ms: a.timing_ms,
-        reps: a.reps,
-        mobility_s: a.mobility_s,
-        team,
-    };
-    let r = cohort_bench::beams::run_bench(&p, |what| eprintln!("beams: {what}")).map_err(BenchError::Invalid)?;
-    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
-    if a.json {
-        println!("{json}");
-    } else {
-        for (k, v) in r["summary"].as_object().into_iter().flatten() {
-            println!("{k:<36} {v}");
-        }
-        println!("goals: {}", r["goals"]);
-        println!("replay: {}", r["command"].as_str().unwrap_or_default());
-    }
-    if let Some(png) = &a.plot {
-        write_and_plot(&png.with_extension("json"), &json, "beams")?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -992,7 +932,7 @@ fn coorp_gate(a: &CoorpGateArgs) -> Result<ExitCode, BenchError> {
 }
 
 /// Writes the JSON report and renders its PNG with `python -m cohort.plot KIND JSON PNG`.
-fn write_and_plot(path: &PathBuf, json: &str, kind: &str) -> Result<(), BenchError> {
+pub(crate) fn write_and_plot(path: &PathBuf, json: &str, kind: &str) -> Result<(), BenchError> {
     std::fs::write(path, json).map_err(|source| BenchError::Write { path: path.clone(), source })?;
     let png = path.with_extension("png");
     let args = [kind.to_string(), path.display().to_string(), png.display().to_string()];

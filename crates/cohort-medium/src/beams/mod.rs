@@ -97,6 +97,10 @@ pub enum BeamsError {
     TooMany { what: &'static str, max: usize, value: usize },
     #[error("stream {index}: {why}")]
     Stream { index: usize, why: &'static str },
+    #[error(
+        "the signal and crosstalk matrices must both be beams × devices ({devices} devices, {signal} and {crosstalk} entries)"
+    )]
+    Shape { devices: usize, signal: usize, crosstalk: usize },
     #[error("the exact solver failed: {0}")]
     Solver(String),
 }
@@ -292,9 +296,15 @@ impl Channel {
         if chains > MAX_CHAINS {
             return Err(BeamsError::TooMany { what: "chains", max: MAX_CHAINS, value: chains });
         }
+        if devices > MAX_DEVICES {
+            return Err(BeamsError::TooMany { what: "devices", max: MAX_DEVICES, value: devices });
+        }
         let beams = signal_w.len() / devices;
         if beams * devices != signal_w.len() || crosstalk_w.len() != signal_w.len() {
-            return Err(BeamsError::Stream { index: 0, why: "matrices must both be beams × devices" });
+            return Err(BeamsError::Shape { devices, signal: signal_w.len(), crosstalk: crosstalk_w.len() });
+        }
+        if beams > MAX_BEAMS {
+            return Err(BeamsError::TooMany { what: "beams", max: MAX_BEAMS, value: beams });
         }
         for (what, v) in [("bandwidth_hz", bandwidth_hz), ("noise_w", noise_w)] {
             if !v.is_finite() || v <= 0.0 {

@@ -115,7 +115,11 @@ fn bad_configs_are_typed_errors() {
     }
     assert!(Channel::new(&ok, &[(f64::NAN, 0.0)]).is_err());
     assert!(Channel::new(&ok, &[(1e300, 0.0)]).is_err());
-    assert!(Channel::from_matrices(1, 2, 1.0, 1.0, vec![1.0; 3], vec![1.0; 3]).is_err());
+    assert!(matches!(
+        Channel::from_matrices(1, 2, 1.0, 1.0, vec![1.0; 3], vec![1.0; 3]),
+        Err(BeamsError::Shape { devices: 2, signal: 3, crosstalk: 3 })
+    ));
+    assert!(Channel::from_matrices(1, 1, 1.0, 1.0, vec![1.0; 2], vec![1.0; 3]).is_err());
     assert!(Channel::from_matrices(1, 1, 1.0, 0.0, vec![1.0], vec![1.0]).is_err());
     assert!(Channel::from_matrices(1, 1, 1.0, 1.0, vec![-1.0], vec![1.0]).is_err());
     let big = Channel::new(&ApConfig::new(Band::G60, 8, 8), &[(5.0, 0.0)]).unwrap();
