@@ -7,7 +7,8 @@ selective-repeat ARQ), ``lrt-grid`` (LRT's p99 and overhead against both over th
 of every seed-000 system and the scalability sweep) or ``coorp-testbed`` (the testbed half's
 reaction-time CDFs) or ``coorp-gate`` (how fast the bulk gate
 holds and releases a foreign upload) or ``multipath`` (goodput per scenario and system, short
-flows, regret). The Rust
+flows, regret) or ``beams`` (greedy against the optimum, time per round, one-to-many
+against one-to-one, allocation-aware multipath end to end). The Rust
 CLI calls this for ``--out``. Exit status 2 means bad arguments or a report of the wrong shape.
 """
 
@@ -411,6 +412,77 @@ def plot_lrt_grid(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+def plot_beams(report: dict[str, Any], out: Path) -> None:
+    """Greedy/optimum CDF; time per round against size; one-to-many gains; end to end."""
+    _need(report, "instances", "timing", "end_to_end", "summary")
+    inst, timing, e2e, s = report["instances"], report["timing"], report["end_to_end"], report["summary"]
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4.5))
+    ax = axes[0]
+    _cdf(ax, inst["ratios_sorted"], color="tab:red")
+    ax.set_xlabel("greedy / optimum (sum throughput)")
+    ax.set_ylabel("CDF of instances")
+    ax.set_title(f"Algorithm 1 vs the exact optimum ({inst['instances']} instances)")
+    ax.grid(alpha=0.3)
+    ax = axes[1]
+    for name, color in (("devices", "tab:blue"), ("chains", "tab:red"), ("beams", "tab:green")):
+        pts = timing[name]
+        ax.loglog([p[name] for p in pts], [p["round_us"] for p in pts], "o-", color=color, label=f"vary {name}")
+        lit = [p for p in pts if p.get("literal_round_us") is not None]
+        if lit:
+            ax.loglog([p[name] for p in lit], [p["literal_round_us"] for p in lit], "x--", color=color, alpha=0.6)
+    ax.axhline(50.0, color="gray", linestyle=":", label="50 µs goal")
+    ax.set_xlabel("size of the varied dimension (others 16 devices, 8 chains, 64 beams)")
+    ax.set_ylabel("µs per allocation round (dashed: literal Alg. 1)")
+    ax.set_title(f"time per round: {timing['round_us_16x8x64']} µs at 16x8x64")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    ax = axes[2]
+    keys = (
+        ("sum, greedy", "one_to_many_over_one_to_one_greedy"),
+        ("sum, optimum", "one_to_many_over_one_to_one_optimum"),
+        ("bits/J, greedy", "bits_per_joule_many_over_one"),
+    )
+    ax.bar(
+        [k for k, _ in keys],
+        [inst[v]["mean"] for _, v in keys],
+        yerr=[inst[v]["ci95"] for _, v in keys],
+        capsize=3,
+        color=["tab:red", "tab:orange", "tab:purple"],
+    )
+    ax.axhline(1.0, color="gray", linestyle=":")
+    ax.set_ylabel("one-to-many / one-to-one (HEKATON)")
+    ax.set_title(f"below one-to-one in {inst['one_to_many_below_one_to_one']} instances")
+    ax.grid(axis="y", alpha=0.3)
+    ax = axes[3]
+    names = ("aware", "equal", "measured")
+    ax.bar(
+        [n + "\ngoodput" for n in names],
+        [e2e[n]["goodput_mbps"] for n in names],
+        yerr=[e2e[n]["goodput_ci95"] for n in names],
+        capsize=3,
+        color="tab:blue",
+    )
+    ax.set_ylabel("goodput (Mbit/s)")
+    tw = ax.twinx()
+    tw.bar(
+        [n + "\np99" for n in names],
+        [e2e[n]["delay_p99_ms"] for n in names],
+        yerr=[e2e[n]["delay_p99_ci95"] for n in names],
+        capsize=3,
+        color="tab:red",
+    )
+    tw.set_ylabel("p99 message delay (ms)")
+    ax.set_title(f"robot 0 past two multi-chain APs ({len(e2e['aware']['goodput_runs'])} runs)")
+    fig.suptitle(
+        f"beams (seed 001 Alg. 1): greedy/optimum mean {s['greedy_over_optimum_mean']}, "
+        f"worst {s['greedy_over_optimum_min']}; one-to-many x{s['one_to_many_gain_mean']}; "
+        f"p99 aware/equal {s['p99_delay_ratio_aware_over_equal']}"
+    )
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coding": plot_coding,
     "lrt": plot_lrt,
@@ -422,6 +494,7 @@ PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coorp-gate": plot_coorp_gate,
     "coorp-testbed": plot_coorp_testbed,
     "multipath": plot_multipath,
+    "beams": plot_beams,
 }
 
 

@@ -161,3 +161,36 @@ def test_bad_arguments_and_reports_are_errors(tmp_path: Path, capsys) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     assert plot.main(["lrt", str(bad), str(tmp_path / "x.png")]) == 2
+
+
+def test_beams_chart(tmp_path: Path) -> None:
+    ci = {"mean": 1.2, "ci95": 0.05, "min": 1.0}
+    point = {"devices": 16, "chains": 8, "beams": 64, "round_us": 30.0}
+    e2e_fig = {"goodput_mbps": 20.0, "goodput_ci95": 1.0, "delay_p99_ms": 80.0, "delay_p99_ci95": 5.0}
+    report = {
+        "instances": {
+            "instances": 10,
+            "ratios_sorted": [0.9, 0.97, 1.0],
+            "one_to_many_over_one_to_one_greedy": ci,
+            "one_to_many_over_one_to_one_optimum": ci,
+            "bits_per_joule_many_over_one": ci,
+            "one_to_many_below_one_to_one": 0,
+        },
+        "timing": {"round_us_16x8x64": 30.0, "devices": [point], "chains": [point], "beams": [point]},
+        "end_to_end": {
+            "aware": {**e2e_fig, "goodput_runs": [20.0]},
+            "equal": e2e_fig,
+            "measured": e2e_fig,
+        },
+        "summary": {
+            "greedy_over_optimum_mean": 0.99,
+            "greedy_over_optimum_min": 0.9,
+            "one_to_many_gain_mean": 1.2,
+            "p99_delay_ratio_aware_over_equal": 0.7,
+        },
+    }
+    out = tmp_path / "b.png"
+    assert plot.main(["beams", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    del report["timing"]
+    assert plot.main(["beams", str(write(tmp_path, report)), str(out)]) == 2

@@ -6,6 +6,7 @@
 //! only check that a tiny run produces a well-formed report.
 
 pub mod arq;
+pub mod beams;
 pub mod block;
 pub mod coding;
 pub mod coorp;

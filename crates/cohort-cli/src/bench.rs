@@ -60,6 +60,10 @@ enum Which {
     /// round-robin and each path alone; static paths, loss, handoffs, short flows, the delay
     /// target and the federated start.
     Multipath(MultipathArgs),
+    /// RF-chain and beam allocation (seed 001 Algorithm 1): greedy against the exact optimum,
+    /// time per round, one-to-many against one-to-one, and allocation-aware multipath end to
+    /// end against an equal split.
+    Beams(crate::bench_beams::BeamsArgs),
     /// How fast the bulk gate holds and releases a foreign TCP upload in the kernel (root).
     #[command(name = "coorp-gate")]
     CoorpGate(CoorpGateArgs),
@@ -406,6 +410,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::LrtGrid(a) => lrt_grid(&a),
         Which::LrtShare(a) => lrt_share(&a),
         Which::Multipath(a) => multipath(&a),
+        Which::Beams(a) => crate::bench_beams::run(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
             if json {
@@ -1088,7 +1093,7 @@ fn coorp_gate(a: &CoorpGateArgs) -> Result<ExitCode, BenchError> {
 }
 
 /// Writes the JSON report and renders its PNG with `python -m cohort.plot KIND JSON PNG`.
-fn write_and_plot(path: &PathBuf, json: &str, kind: &str) -> Result<(), BenchError> {
+pub(crate) fn write_and_plot(path: &PathBuf, json: &str, kind: &str) -> Result<(), BenchError> {
     std::fs::write(path, json).map_err(|source| BenchError::Write { path: path.clone(), source })?;
     let png = path.with_extension("png");
     let args = [kind.to_string(), path.display().to_string(), png.display().to_string()];

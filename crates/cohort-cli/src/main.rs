@@ -1,6 +1,7 @@
 //! `cohort`: the command-line front door to Cohort.
 
 mod bench;
+mod bench_beams;
 mod coorp_cmd;
 mod demo;
 mod demo_lrt;

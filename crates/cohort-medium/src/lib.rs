@@ -10,6 +10,9 @@
 //!   collisions, retries, broadcast, TXOP, A-MPDU and block ack, RTS/CTS), validated against
 //!   Bianchi's model and ns-3's reference tables ([`wifi::bianchi`]); the saturation
 //!   scenarios the benchmarks run are in [`wifi::scenario`].
+//! * [`beams`]: RF-chain and beam allocation at a multi-antenna access point (seed 001 §3.1,
+//!   Eqs. 1-2, Algorithm 1): the per-round link throughputs that feed multipath scheduling.
 
+pub mod beams;
 pub mod link;
 pub mod wifi;

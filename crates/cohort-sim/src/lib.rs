@@ -6,6 +6,7 @@
 //!
 //! Scenarios are TOML files (see `scenarios/` and [`scenario::Scenario`]).
 
+pub mod beams;
 pub mod crl;
 pub mod engine;
 pub mod group;

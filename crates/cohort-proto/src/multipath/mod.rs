@@ -22,7 +22,9 @@
 //! * **Delay balancing** ([`balance`], Eqs. 5-12): a round's window `W = Σ_{i∈S} w_i` is split
 //!   into per-path quotas that equalise `D_i + γ_i·w_i + z·u_i·√w_i` (Eq. 11 solved exactly);
 //!   each packet goes to the path of `S` with quota and window room whose next packet would
-//!   arrive first.
+//!   arrive first. Where the driver knows each path's allocated rate (seed 001 Fig. 4: the
+//!   access point's RF-chain and beam allocation, `cohort_medium::beams`), it passes it with
+//!   [`MpConnection::set_rate_hint`] and `γ_i = size/θ_i` replaces the measured service time.
 //! * **Cloning** (§4.2): a flow's first `short_flow_bytes` go on every path of `S` (full
 //!   cloning: a short flow finishes as fast as the best path); after that each packet is
 //!   duplicated on another path with probability `c_p = min{k, p_e/(1 − p_e)}` less LRT's own
@@ -227,6 +229,19 @@ impl MpConnection {
     /// Starts path `i`'s bandit statistics from what other robots shared (Eqs. 17-18).
     pub fn federated_start(&mut self, i: usize, s: ArmStats) {
         self.bandit.seed_arm(i, s);
+    }
+
+    /// Tells the scheduler path `path`'s rate as the layer below allocated it this round
+    /// (seed 001 Fig. 4: Algorithm 1's `θ` feeds delay balancing), in bit/s; `None` goes back
+    /// to measurement alone. While set, delay balancing and MS-UCB's merit use
+    /// `γ = size/θ` for the path's service time ([`path::PathTx::delay_model`]). Plain numbers:
+    /// the driver (the simulator, a real access point's report) decides where they come from.
+    /// A rate below 1 kbit/s (or not finite) counts as 1 kbit/s: the path is all but unusable.
+    /// A path out of range is ignored.
+    pub fn set_rate_hint(&mut self, path: usize, rate_bps: Option<f64>) {
+        if let Some(p) = self.tx.get_mut(path) {
+            p.rate_hint_bps = rate_bps.map(|r| if r.is_finite() { r.max(1e3) } else { 1e3 });
+        }
     }
 
     /// The super-arm of each round played so far (the first 10 000).

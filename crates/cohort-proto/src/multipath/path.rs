@@ -61,6 +61,9 @@ pub struct PathTx {
     pub sent_total: u64,
     pub bytes_sent: u64,
     pub clones_sent: u64,
+    /// The path's rate as the layer below allocated it (bit/s, > 0), if the driver knows it:
+    /// see [`PathTx::delay_model`] and `MpConnection::set_rate_hint`.
+    pub rate_hint_bps: Option<f64>,
 }
 
 impl PathTx {
@@ -90,6 +93,7 @@ impl PathTx {
             sent_total: 0,
             bytes_sent: 0,
             clones_sent: 0,
+            rate_hint_bps: None,
         }
     }
 
@@ -136,7 +140,24 @@ impl PathTx {
     /// rate rather than the mean), and `u_i` (Eq. 9, covariances of neighbouring packets only:
     /// `u²·w ≈ w·Var + 2·(w − 1)·cov₁`, so per √packet `u ≈ √(Var + 2·cov₁)`) uses the samples
     /// within twice that level: longer gaps are idle time, not the path's variability.
+    ///
+    /// With a rate hint ([`PathTx::rate_hint_bps`]: the throughput `θ` the access point's
+    /// allocation gives this path this round, seed 001 §3.2) the service time is the hint's
+    /// instead: `γ_i = P_m^i = size/θ` with `size` the path's mean datagram so far (1250 bytes
+    /// before the first), and `u_i` the measured variability (0 until measured).
     pub fn delay_model(&self, default_rtt: Duration) -> PathDelay {
+        let m = self.measured_model(default_rtt);
+        match self.rate_hint_bps {
+            Some(rate) => {
+                let bytes = if self.sent_total > 0 { self.bytes_sent as f64 / self.sent_total as f64 } else { 1250.0 };
+                PathDelay { gamma: bytes * 8.0 / rate, ..m }
+            }
+            None => m,
+        }
+    }
+
+    /// [`PathTx::delay_model`] from measurements alone.
+    fn measured_model(&self, default_rtt: Duration) -> PathDelay {
         let base = self.min_rtt.unwrap_or(default_rtt).as_secs_f64() / 2.0 + self.queueing.as_secs_f64();
         if self.gamma.len() < 8 {
             return PathDelay { base, gamma: 1e-4, u: 0.0 };

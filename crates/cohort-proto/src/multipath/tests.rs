@@ -48,3 +48,23 @@ fn reports_go_back_on_their_path() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A rate hint sets the service time delay balancing uses (`γ = size/θ`, seed 001 §3.2), so
+/// a window splits in proportion to the allocated rates; `None` goes back to measurement.
+#[test]
+fn rate_hints_set_the_service_time() {
+    let mut c = conn(2);
+    let rtt = MpConfig::default().default_rtt;
+    c.set_rate_hint(0, Some(100e6));
+    c.set_rate_hint(1, Some(25e6));
+    c.set_rate_hint(7, Some(1.0));
+    let m: Vec<_> = c.tx.iter().map(|p| p.delay_model(rtt)).collect();
+    assert!((m[0].gamma - 1250.0 * 8.0 / 100e6).abs() < 1e-15);
+    assert!((m[1].gamma / m[0].gamma - 4.0).abs() < 1e-12);
+    let w = split(&m, 100, 0.0);
+    assert_eq!(w, vec![80, 20]);
+    c.set_rate_hint(1, Some(0.0));
+    assert!((c.tx[1].delay_model(rtt).gamma - 1250.0 * 8.0 / 1e3).abs() < 1e-9, "floored at 1 kbit/s");
+    c.set_rate_hint(1, None);
+    assert_eq!(c.tx[1].delay_model(rtt).gamma, 1e-4, "the unmeasured default");
+}

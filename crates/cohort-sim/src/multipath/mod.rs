@@ -18,18 +18,21 @@ use std::time::Duration;
 /// (42) and UDP/IPv4 (28).
 pub const UNDER_MP: usize = 70;
 
-/// One path: its link (the same both ways), when it is out (`[from, to)` from the start), and
-/// when its link changes (rate, delay, loss: a trace, see [`crate::mobility`]), in time order.
+/// One path: its link (the same both ways), when it is out (`[from, to)` from the start),
+/// when its link changes (rate, delay, loss: a trace, see [`crate::mobility`]), and when the
+/// sender's scheduler is told the path's allocated rate (`MpConnection::set_rate_hint`, see
+/// [`crate::beams`]), each in time order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MpPath {
     pub link: LinkParams,
     pub outages: Vec<(Duration, Duration)>,
     pub changes: Vec<(Duration, LinkParams)>,
+    pub rate_hints: Vec<(Duration, Option<f64>)>,
 }
 
 impl MpPath {
     pub fn new(link: LinkParams) -> Self {
-        MpPath { link, outages: Vec::new(), changes: Vec::new() }
+        MpPath { link, outages: Vec::new(), changes: Vec::new(), rate_hints: Vec::new() }
     }
 
     fn out_at(&self, t: Duration) -> bool {
@@ -80,8 +83,10 @@ pub struct MpOutcome {
     /// Application bits per second from the connection's start to the last delivery (all of
     /// the transfer, or what arrived by the limit), Mbit/s.
     pub goodput_mbps: f64,
-    /// Each message's delay from `send` to `recv`, ms, in message order.
+    /// Each message's delay from `send` to `recv`, ms, in message order, and when it was
+    /// sent (ms from the start).
     pub delays_ms: Vec<f64>,
+    pub sent_ms: Vec<f64>,
     /// The longest time between two deliveries while messages were outstanding, ms.
     pub max_stall_ms: f64,
     pub sender: MpStats,
@@ -118,12 +123,14 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
     let mut now = Instant::ZERO;
     let end = Instant::ZERO + r.limit;
     let (mut next, mut delivered) = (0u32, 0u32);
-    let mut sent_at: Vec<Instant> = Vec::with_capacity(r.messages as usize);
-    let mut delays = Vec::with_capacity(r.messages as usize);
+    let mut sent_at: Vec<Instant> = Vec::with_capacity(r.messages.min(1 << 20) as usize);
+    let mut delays = Vec::with_capacity(r.messages.min(1 << 20) as usize);
+    let mut sent = Vec::with_capacity(r.messages.min(1 << 20) as usize);
     let (mut in_order, mut established, mut completed) = (true, None, None);
     let (mut last_delivery, mut max_stall) = (None::<Instant>, Duration::ZERO);
     let mut wire = 0u64;
     let mut next_change = vec![0usize; n];
+    let mut next_hint = vec![0usize; n];
     while now < end && delivered < r.messages {
         let t = now.saturating_duration_since(Instant::ZERO);
         for (p, path) in r.paths.iter().enumerate() {
@@ -131,6 +138,10 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
                 links[p].up.set_params(params)?;
                 links[p].down.set_params(params)?;
                 next_change[p] += 1;
+            }
+            while let Some(&(_, hint)) = path.rate_hints.get(next_hint[p]).filter(|c| c.0 <= t) {
+                a.set_rate_hint(p, hint);
+                next_hint[p] += 1;
             }
         }
         a.handle_timeout(now);
@@ -170,6 +181,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
             in_order &= i == delivered;
             if let Some(&s) = sent_at.get(i as usize) {
                 delays.push(now.saturating_duration_since(s).as_secs_f64() * 1e3);
+                sent.push(s.saturating_duration_since(Instant::ZERO).as_secs_f64() * 1e3);
             }
             if let Some(l) = last_delivery {
                 max_stall = max_stall.max(now.saturating_duration_since(l));
@@ -211,6 +223,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
         completed,
         goodput_mbps,
         delays_ms: delays,
+        sent_ms: sent,
         max_stall_ms: max_stall.as_secs_f64() * 1e3,
         sender: a.stats(),
         receiver: b.stats(),
