@@ -322,8 +322,20 @@ impl MpConnection {
     /// Advances timers: the connection's, and path failures. A path that turns suspect has its
     /// packets in flight reported to LRT as lost, so repairs for them go out at once on the
     /// other paths instead of after LRT's own acknowledgements show the gap.
+    /// How far out of order the paths may deliver: the spread of their smoothed round trips
+    /// (half of it one way) plus four deviations of the slowest, so the coded connection
+    /// does not take a packet still on a slower path for lost.
+    fn reorder_window(&self) -> Duration {
+        let live = self.tx.iter().filter_map(|p| p.srtt.map(|s| (s, p.rttvar)));
+        let (lo, hi, var) = live.fold((Duration::MAX, Duration::ZERO, Duration::ZERO), |(lo, hi, v), (s, var)| {
+            (lo.min(s), hi.max(s), if s >= hi { var } else { v })
+        });
+        if hi.is_zero() { Duration::ZERO } else { (hi - lo.min(hi)) / 2 + var * 4 }
+    }
+
     pub fn handle_timeout(&mut self, now: Instant) {
         self.conn.handle_timeout(now);
+        self.conn.set_reorder_window(self.reorder_window());
         for i in 0..self.tx.len() {
             if !self.signaled[i] && self.suspect(i, now) {
                 self.signaled[i] = true;

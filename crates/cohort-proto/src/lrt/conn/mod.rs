@@ -389,6 +389,9 @@ pub struct Connection {
     stale_acks: VecDeque<u16>,
     /// Repairs the driver asked for ahead of new sources.
     urgent_repairs: u32,
+    /// How much later than an echoed packet a packet sent before it may still arrive
+    /// (several paths of different delays); zero on one path, which keeps order.
+    reorder_window: Duration,
     acks_owed: u32,
     ack_due: Option<Instant>,
     ack_now: bool,
@@ -443,6 +446,7 @@ impl Connection {
             last_loss_runs: 0,
             stale_acks: VecDeque::new(),
             urgent_repairs: 0,
+            reorder_window: Duration::ZERO,
             acks_owed: 0,
             ack_due: None,
             ack_now: false,
@@ -538,9 +542,6 @@ impl Connection {
         self.notify(Event::Closed(reason));
     }
 
-    /// Closes the connection; the peer is told on the next `poll_transmit`. Queued data that
-    /// has not been sent is discarded (drain first: wait until `send_queued_bytes` and
-    /// `unacked_symbols` reach zero).
     /// The driver learned that `symbols` packets it sent are lost (a multipath driver's path
     /// failed with them in flight): the next that many symbols are repairs of the oldest open
     /// window, ahead of new sources, so the receiver need not wait for its acknowledgements to
@@ -558,6 +559,17 @@ impl Connection {
         self.urgent_repairs = self.urgent_repairs.saturating_add(symbols).min(window.min(u64::from(u32::MAX)) as u32);
     }
 
+    /// Tells the connection that packets may arrive up to `window` out of their sending
+    /// order (a multipath driver: the spread of its paths' delays). A symbol counts as lost
+    /// to an acknowledgement only if it left at least `window` before the packet that
+    /// acknowledgement echoes; on one path (the default, zero) any earlier one does.
+    pub fn set_reorder_window(&mut self, window: Duration) {
+        self.reorder_window = window;
+    }
+
+    /// Closes the connection; the peer is told on the next `poll_transmit`. Queued data that
+    /// has not been sent is discarded (drain first: wait until `send_queued_bytes` and
+    /// `unacked_symbols` reach zero).
     pub fn close(&mut self) {
         self.close_with(CloseReason::Local, Some(code::NORMAL));
     }

@@ -196,6 +196,7 @@ impl Connection {
 
     fn on_ack(&mut self, now: Instant, a: AckRepr) {
         // Round trip and loss from the echoed packet number.
+        let mut then = None;
         if self.last_echo.is_none_or(|e| a.echo_pn > e) {
             let mut rtt = None;
             if let Ok(i) = self.sent.binary_search_by_key(&a.echo_pn, |s| s.pn) {
@@ -209,7 +210,15 @@ impl Connection {
                     let runs = a.loss_runs.wrapping_sub(self.last_loss_runs);
                     self.loss.record_runs(sent, received, u64::from(runs));
                 }
-                self.sent.drain(..i);
+                // The coder as it stood when the newest symbol packet that must have arrived
+                // by now left: the echoed one, or with a reorder window (several paths) the
+                // newest sent that long before it.
+                let cutoff = s.at.saturating_sub(self.reorder_window);
+                let j = (i.saturating_sub(SENT_LOG)..=i)
+                    .rev()
+                    .find(|&k| self.sent[k].at <= cutoff && self.sent[k].coder.is_some());
+                then = j.and_then(|k| self.sent[k].coder);
+                self.sent.drain(..j.unwrap_or(i));
             }
             self.last_echo = Some(a.echo_pn);
             self.last_rx_data = a.rx_data;
@@ -230,11 +239,10 @@ impl Connection {
         let Some(pos) = self.tx.iter().position(|c| c.id == a.coder) else {
             return;
         };
-        let then = self.sent.binary_search_by_key(&a.echo_pn, |s| s.pn).ok().and_then(|i| self.sent[i].coder);
         let r = self.redundancy();
         let c = &mut self.tx[pos];
         // Rank-update ACKs drive repairs too (seed 004 §III-C), as a selective-repeat ARQ's
-        // gap report drives retransmissions: when the echoed packet left, the decoder should
+        // gap report drives retransmissions: when that packet left, the decoder should
         // have held `rank_then` columns; each it lacks is answered by one repair, ahead of new
         // sources, unless an answer sent after that packet is already on its way. Repairs sent
         // for other reasons are not counted: they are there for losses nobody knows of yet.
