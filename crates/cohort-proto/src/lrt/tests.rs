@@ -430,3 +430,45 @@ fn the_estimator_finds_the_bottleneck_instead_of_flooding_it() {
     assert!(rate < 20_000_000, "paces near the bottleneck, not at the cap: {rate}");
     assert!(peak * 2 < flood_peak, "the queue stays short: {peak} packets against {flood_peak}");
 }
+
+#[test]
+fn an_acknowledgement_far_behind_asks_for_no_more_repairs_than_the_window_holds() {
+    let mut p = Pair::new(Config::default(), clean(10), clean(10), 1);
+    p.drive_for(Duration::from_millis(200));
+    // Three messages delivered and acknowledged: the window slides past them.
+    for i in 0..3 {
+        p.a.send(&message(i, 500)).unwrap();
+    }
+    p.drive_for(Duration::from_millis(200));
+    assert_eq!(p.got.len(), 3);
+    assert_eq!(p.a.unacked_symbols(), 0);
+    let now = p.now;
+    let mut buf = vec![0u8; 2000];
+    for i in 0..2 {
+        p.a.send(&message(3 + i, 500)).unwrap();
+        assert!(p.a.poll_transmit(now, 5000 + i, &mut buf).is_some());
+    }
+    // An authenticated but stale acknowledgement: rank 0 where five columns were sent and
+    // the window holds two.
+    let ack = cohort_wire::lrt::LrtRepr::Ack(cohort_wire::lrt::AckRepr {
+        coder: 0,
+        full_rank: false,
+        seen: 0,
+        released: 0,
+        echo_pn: 5001,
+        rx_data: 5,
+        rank: 0,
+        loss_runs: 0,
+    });
+    let n = ack.emit(&mut buf).unwrap();
+    let pkt = buf[..n].to_vec();
+    p.a.handle_packet(now, 900, &pkt);
+    let r = p.a.stats().redundancy;
+    let mut repairs = 0;
+    while p.a.poll_transmit(now, 6000 + repairs, &mut buf).is_some() {
+        assert_eq!(buf[0], 1, "only repairs");
+        repairs += 1;
+    }
+    assert!(repairs > 0);
+    assert!(repairs as f64 <= (2.0 * (1.0 + r)).ceil(), "{repairs} repairs for a window of 2 (r = {r})");
+}

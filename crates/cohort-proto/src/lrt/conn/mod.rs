@@ -373,6 +373,8 @@ pub struct Connection {
     /// The coder snapshot of the symbol `next_packet` just emitted, for the sent log.
     emitted: Option<(u16, u64, u64)>,
     last_echo: Option<u64>,
+    /// The coder snapshot the last new echo gave (see `on_ack`).
+    echo_then: Option<(u16, u64, u64)>,
     last_rx_data: u64,
     want_writable: bool,
     // Receiver.
@@ -433,6 +435,7 @@ impl Connection {
             data_total: 0,
             emitted: None,
             last_echo: None,
+            echo_then: None,
             last_rx_data: 0,
             want_writable: false,
             rx: VecDeque::new(),

@@ -218,6 +218,7 @@ impl Connection {
                     .rev()
                     .find(|&k| self.sent[k].at <= cutoff && self.sent[k].coder.is_some());
                 then = j.and_then(|k| self.sent[k].coder);
+                self.echo_then = then;
                 self.sent.drain(..j.unwrap_or(i));
             }
             self.last_echo = Some(a.echo_pn);
@@ -234,6 +235,9 @@ impl Connection {
             if let Some(r) = self.rate.as_mut().and_then(|e| e.on_ack(sample)) {
                 self.bucket.set_rate(now, r as u64);
             }
+        } else if self.last_echo == Some(a.echo_pn) {
+            // Another coder's acknowledgement sent with the same echo.
+            then = self.echo_then;
         }
         let cfg = &self.cfg;
         let Some(pos) = self.tx.iter().position(|c| c.id == a.coder) else {
@@ -252,7 +256,10 @@ impl Connection {
         if let Some((id, rank_then, answers_then)) = then
             && id == c.id
         {
-            let missing = rank_then.saturating_sub(u64::from(a.rank)).min(u64::from(u16::MAX)) as f64;
+            // At most the columns the window still holds: a peer's rank far behind (or a
+            // wrapped one) never asks for more repairs than could help.
+            let window = c.enc.window();
+            let missing = rank_then.saturating_sub(u64::from(a.rank)).min(window.end - window.start) as f64;
             let answering = (c.answers_sent - answers_then) as f64;
             c.owed = c.owed.max(((missing * (1.0 + r)).ceil() - answering).max(0.0) as u32);
         }
