@@ -220,6 +220,7 @@ TRANSPORT_COLORS = {
     "tcp_bbr": "tab:orange",
     "kcp": "tab:purple",
     "quic": "tab:blue",
+    "quic_bbr": "tab:cyan",
 }
 
 

@@ -236,7 +236,7 @@ struct TransportArgs {
     /// Loss rates, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.02, 0.05, 0.10])]
     losses: Vec<f64>,
-    /// Transports, comma-separated (lrt, tcp_cubic, tcp_bbr, kcp, quic).
+    /// Transports, comma-separated (lrt, tcp_cubic, tcp_bbr, kcp, quic, quic_bbr).
     #[arg(long, value_delimiter = ',', default_values_t = cohort_bench::transport::TRANSPORTS.map(String::from))]
     transports: Vec<String>,
     #[arg(long, default_value_t = 1)]

@@ -25,7 +25,8 @@ pub fn run(name: &str, path: &Path, sch: &Schedule) -> Outcome {
         "tcp_cubic" => tcp(path, sch, "cubic"),
         "tcp_bbr" => tcp(path, sch, "bbr"),
         "kcp" => kcp(path, sch),
-        "quic" => quic(path, sch),
+        "quic" => quic(path, sch, false),
+        "quic_bbr" => quic(path, sch, true),
         other => Err(format!("unknown transport {other:?}")),
     }
 }
@@ -219,15 +220,24 @@ fn kcp(p: &Path, sch: &Schedule) -> Outcome {
     ))
 }
 
-fn quic(p: &Path, sch: &Schedule) -> Outcome {
+/// quinn over the emulated path; with `bbr`, both ends run quinn's BBR congestion controller
+/// instead of its default (NewReno-style cubic).
+fn quic(p: &Path, sch: &Schedule, bbr: bool) -> Outcome {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cert = rcgen::generate_simple_self_signed(vec!["cohort".to_string()]).map_err(s)?;
     let cert_der = rustls::pki_types::CertificateDer::from(cert.cert.der().to_vec());
     let key = rustls::pki_types::PrivatePkcs8KeyDer::from(cert.key_pair.serialize_der());
-    let server_cfg = quinn::ServerConfig::with_single_cert(vec![cert_der.clone()], key.into()).map_err(s)?;
+    let mut server_cfg = quinn::ServerConfig::with_single_cert(vec![cert_der.clone()], key.into()).map_err(s)?;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert_der).map_err(s)?;
-    let client_cfg = quinn::ClientConfig::with_root_certificates(Arc::new(roots)).map_err(s)?;
+    let mut client_cfg = quinn::ClientConfig::with_root_certificates(Arc::new(roots)).map_err(s)?;
+    if bbr {
+        let mut t = quinn::TransportConfig::default();
+        t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
+        let t = Arc::new(t);
+        client_cfg.transport_config(t.clone());
+        server_cfg.transport_config(t);
+    }
     let rx_sock = udp_in(&p.rx_ns, p.rx_ip)?;
     let to = SocketAddr::new(p.rx_ip.into(), rx_sock.local_addr().map_err(s)?.port());
     let tx_sock = udp_in(&p.tx_ns, p.tx_ip)?;

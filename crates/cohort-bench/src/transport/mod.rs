@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 pub const STAMP: usize = 16;
 
 /// The transports, in the order of the JSON objects and of the links.
-pub const TRANSPORTS: [&str; 5] = ["lrt", "tcp_cubic", "tcp_bbr", "kcp", "quic"];
+pub const TRANSPORTS: [&str; 6] = ["lrt", "tcp_cubic", "tcp_bbr", "kcp", "quic", "quic_bbr"];
 
 /// A workload of the shoot-out.
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -270,6 +270,7 @@ pub fn run(p: &TransportParams, mut progress: impl FnMut(&str)) -> Result<Transp
             "lrt_over_best_tcp_p99": lrt / tcp,
             "kcp_p99_ms": num(&v, "kcp", "p99_ms"),
             "quic_p99_ms": num(&v, "quic", "p99_ms"),
+            "quic_bbr_p99_ms": num(&v, "quic_bbr", "p99_ms"),
             "lrt_share_at_owd": num(&v, "lrt", "share_at_owd"),
         });
     }
