@@ -35,6 +35,14 @@ struct TeamArgs {
     /// DSCP code point for outgoing datagrams (46 = EF for control traffic).
     #[arg(long)]
     dscp: Option<u8>,
+    /// The link's rate in Mbit/s: LRT paces at `rate_share` (0.9) of it, or with
+    /// `--estimate-rate` never above that (default 100).
+    #[arg(long)]
+    rate_mbps: Option<f64>,
+    /// Measure the available bandwidth and pace at 0.9 of it (backing off when a queue
+    /// builds) instead of trusting `--rate-mbps`.
+    #[arg(long)]
+    estimate_rate: bool,
     #[arg(long)]
     json: bool,
 }
@@ -167,6 +175,11 @@ fn socket_config(t: &TeamArgs) -> SocketConfig {
     let sender = t.sender_id.unwrap_or_else(|| std::process::id() ^ (now_ns() as u32).rotate_left(16));
     let mut c = SocketConfig::new(t.secret.as_bytes().to_vec(), t.team, sender);
     c.dscp = t.dscp;
+    if let Some(r) = t.rate_mbps {
+        // Not finite or not positive gives 0, which the connection refuses as a typed error.
+        c.lrt.rate_bps = if r.is_finite() && r > 0.0 { (r * 1e6) as u64 } else { 0 };
+    }
+    c.lrt.estimate_rate = t.estimate_rate;
     c
 }
 

@@ -51,6 +51,19 @@ fn one_path_and_two_paths_deliver_in_order() {
 }
 
 #[test]
+fn the_bandwidth_estimator_carries_a_stream_and_a_bad_rate_is_a_clear_error() {
+    let p = port("127.0.0.1");
+    let (_, got) = exchange(
+        &["--listen".into(), format!("127.0.0.1:{p}"), "--estimate-rate".into()],
+        &[format!("127.0.0.1:{p}"), "--estimate-rate".into(), "--rate-mbps".into(), "50".into()],
+    );
+    assert_eq!((got["messages"].as_u64(), got["in_order"].as_bool()), (Some(300), Some(true)), "{got}");
+    let out = cohort().args(["lrt", "send", "127.0.0.1:9", "--rate-mbps", "0", "--count", "1"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rate_bps must be positive"), "{out:?}");
+}
+
+#[test]
 fn a_malformed_path_is_a_clear_error() {
     let out = cohort().args(["lrt", "send", "--path", "10.0.0.1:0"]).output().unwrap();
     assert!(!out.status.success());
