@@ -32,6 +32,8 @@ class LrtSocket:
         priority: int | None = None,
         handshake_timeout: float = 5.0,
         idle_timeout: float = 10.0,
+        rate_mbps: float | None = None,
+        estimate_rate: bool = False,
     ) -> LrtSocket: ...
     @staticmethod
     def connect(
@@ -44,6 +46,8 @@ class LrtSocket:
         priority: int | None = None,
         handshake_timeout: float = 5.0,
         idle_timeout: float = 10.0,
+        rate_mbps: float | None = None,
+        estimate_rate: bool = False,
     ) -> LrtSocket: ...
     def wait_connected(self, timeout: float | None = None) -> None: ...
     def send(self, data: bytes | bytearray, timeout: float | None = None) -> None: ...

@@ -48,13 +48,17 @@ class LrtSocket:
         priority: int | None = None,
         handshake_timeout: float = 5.0,
         idle_timeout: float = 10.0,
+        rate_mbps: float | None = None,
+        estimate_rate: bool = False,
     ) -> LrtSocket:
         """Binds ``addr`` (``"ip:port"``, port 0 for any) and returns at once; the first peer
         whose handshake authenticates connects it (see :meth:`accept`).
 
         ``dscp`` marks outgoing datagrams (46, EF, puts them on Wi-Fi's AC_VO); ``priority``
         sets ``SO_PRIORITY``. ``idle_timeout`` seconds without an authenticated packet from
-        the peer close the connection.
+        the peer close the connection. ``rate_mbps`` is the link's rate (LRT paces at 0.9 of
+        it; default 100); with ``estimate_rate`` LRT measures the available bandwidth instead
+        and paces at 0.9 of it, backing off when a queue builds, never above ``rate_mbps``.
         """
         return cls(
             _native.LrtSocket.listen(
@@ -66,6 +70,8 @@ class LrtSocket:
                 priority=priority,
                 handshake_timeout=handshake_timeout,
                 idle_timeout=idle_timeout,
+                rate_mbps=rate_mbps,
+                estimate_rate=estimate_rate,
             )
         )
 
@@ -81,6 +87,8 @@ class LrtSocket:
         priority: int | None = None,
         handshake_timeout: float = 5.0,
         idle_timeout: float = 10.0,
+        rate_mbps: float | None = None,
+        estimate_rate: bool = False,
     ) -> LrtSocket:
         """Connects to the listener at ``addr`` and waits for the handshake.
 
@@ -98,6 +106,8 @@ class LrtSocket:
                 priority=priority,
                 handshake_timeout=handshake_timeout,
                 idle_timeout=idle_timeout,
+                rate_mbps=rate_mbps,
+                estimate_rate=estimate_rate,
             )
         )
 

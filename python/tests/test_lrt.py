@@ -218,6 +218,25 @@ def test_bad_address_is_a_config_error(addr: str) -> None:
         LrtSocket.connect(addr, secret=SECRET, team=1, sender_id=1)
 
 
+def test_the_bandwidth_estimator_carries_messages_and_reports_its_rate() -> None:
+    server, client = _pair(estimate_rate=True, rate_mbps=50.0)
+    for i in range(200):
+        client.send(i.to_bytes(4, "big") * 100)
+    got = [server.recv(timeout=WAIT) for _ in range(200)]
+    assert got == [i.to_bytes(4, "big") * 100 for i in range(200)]
+    conn = client.stats()["conn"]
+    assert 0 < conn["rate_bps"] <= 45_000_000, conn  # the estimator's rate, capped at 0.9 x 50
+    client.close()
+    server.close()
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_bad_rate_is_a_config_error(rate: float) -> None:
+    with pytest.raises(cohort.ConfigError) as e:
+        LrtSocket.listen("127.0.0.1:0", secret=SECRET, team=1, sender_id=1, rate_mbps=rate)
+    assert "rate_mbps" in str(e.value)
+
+
 def test_bad_configuration_is_refused() -> None:
     with pytest.raises(cohort.ConfigError):
         LrtSocket.listen("127.0.0.1:0", secret=SECRET, team=1, sender_id=1, dscp=64)

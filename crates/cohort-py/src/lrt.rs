@@ -17,17 +17,26 @@ pub struct PyLrtSocket {
     local: SocketAddr,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn config(
-    secret: &[u8],
-    team: u32,
-    sender_id: u32,
+/// The keyword options `listen` and `connect` share.
+struct Options {
     dscp: Option<u8>,
     priority: Option<u32>,
     handshake_timeout: f64,
     idle_timeout: f64,
-) -> Result<SocketConfig, Error> {
+    rate_mbps: Option<f64>,
+    estimate_rate: bool,
+}
+
+fn config(secret: &[u8], team: u32, sender_id: u32, o: Options) -> Result<SocketConfig, Error> {
+    let Options { dscp, priority, handshake_timeout, idle_timeout, rate_mbps, estimate_rate } = o;
     let mut c = SocketConfig::new(secret, team, sender_id);
+    if let Some(r) = rate_mbps {
+        if !(r.is_finite() && r > 0.0 && r <= 1e6) {
+            return Err(Error::config("Config", format!("rate_mbps {r} must be in (0, 1e6]")));
+        }
+        c.lrt.rate_bps = (r * 1e6) as u64;
+    }
+    c.lrt.estimate_rate = estimate_rate;
     if let Some(d) = dscp
         && d > 63
     {
@@ -66,7 +75,7 @@ impl PyLrtSocket {
 #[pymethods]
 impl PyLrtSocket {
     #[staticmethod]
-    #[pyo3(signature = (addr, *, secret, team, sender_id, dscp=None, priority=None, handshake_timeout=5.0, idle_timeout=10.0))]
+    #[pyo3(signature = (addr, *, secret, team, sender_id, dscp=None, priority=None, handshake_timeout=5.0, idle_timeout=10.0, rate_mbps=None, estimate_rate=false))]
     #[allow(clippy::too_many_arguments)]
     fn listen(
         py: Python<'_>,
@@ -78,15 +87,18 @@ impl PyLrtSocket {
         priority: Option<u32>,
         handshake_timeout: f64,
         idle_timeout: f64,
+        rate_mbps: Option<f64>,
+        estimate_rate: bool,
     ) -> PyResult<Self> {
         let addr = errors::address(addr)?;
-        let cfg = config(&secret, team, sender_id, dscp, priority, handshake_timeout, idle_timeout)?;
+        let o = Options { dscp, priority, handshake_timeout, idle_timeout, rate_mbps, estimate_rate };
+        let cfg = config(&secret, team, sender_id, o)?;
         let s = py.detach(|| LrtSocket::listen(addr, cfg)).map_err(net)?;
         Ok(Self::new(s))
     }
 
     #[staticmethod]
-    #[pyo3(signature = (addr, *, secret, team, sender_id, dscp=None, priority=None, handshake_timeout=5.0, idle_timeout=10.0))]
+    #[pyo3(signature = (addr, *, secret, team, sender_id, dscp=None, priority=None, handshake_timeout=5.0, idle_timeout=10.0, rate_mbps=None, estimate_rate=false))]
     #[allow(clippy::too_many_arguments)]
     fn connect(
         py: Python<'_>,
@@ -98,9 +110,12 @@ impl PyLrtSocket {
         priority: Option<u32>,
         handshake_timeout: f64,
         idle_timeout: f64,
+        rate_mbps: Option<f64>,
+        estimate_rate: bool,
     ) -> PyResult<Self> {
         let addr = errors::address(addr)?;
-        let cfg = config(&secret, team, sender_id, dscp, priority, handshake_timeout, idle_timeout)?;
+        let o = Options { dscp, priority, handshake_timeout, idle_timeout, rate_mbps, estimate_rate };
+        let cfg = config(&secret, team, sender_id, o)?;
         let s = py.detach(|| LrtSocket::connect(addr, cfg)).map_err(net)?;
         Ok(Self::new(s))
     }
@@ -255,6 +270,8 @@ fn stats_dict<'py>(py: Python<'py>, s: &SocketStats) -> PyResult<Bound<'py, PyDi
         repair_sent,
         repair_timer_sent,
         repair_probe_sent,
+        repair_feedback_sent,
+        repair_signal_sent,
         acks_sent,
         full_rank_acks_sent,
         packets_received,
@@ -268,7 +285,8 @@ fn stats_dict<'py>(py: Python<'py>, s: &SocketStats) -> PyResult<Bound<'py, PyDi
         coders_opened,
         loss_estimate,
         redundancy,
-        srtt_us
+        srtt_us,
+        rate_bps
     );
     let d = PyDict::new(py);
     d.set_item("conn", conn)?;
