@@ -75,7 +75,8 @@ struct Slot {
     state: State,
     /// For a seen column `j`: coefficients of columns `j+1 ..= j+len` (leading 1 implicit).
     coefs: Vec<u8>,
-    /// The source symbol (decoded) or the row's right-hand side (seen).
+    /// The source symbol (decoded) or the row's right-hand side (seen); empty until the
+    /// slot first holds one (buffers are taken lazily, see [`Decoder::with_buffers`]).
     payload: Box<[u8]>,
 }
 
@@ -97,6 +98,10 @@ pub struct Decoder {
     /// Pending payload subtractions of the equation being reduced: (coefficient, column).
     terms: Vec<(u8, u64)>,
     repair_coefs: Vec<u8>,
+    /// Symbol buffers not in any slot, handed out before anything is allocated.
+    spare: Vec<Box<[u8]>>,
+    /// Symbol buffers this decoder allocated itself.
+    allocated: u64,
 }
 
 impl Decoder {
@@ -108,16 +113,21 @@ impl Decoder {
 
     /// A decoder with a chosen kernel.
     pub fn with_kernel(cfg: CoderConfig, kernel: Kernel) -> Result<Self, ConfigError> {
+        Self::with_buffers(cfg, kernel, Vec::new())
+    }
+
+    /// A decoder that takes its symbol buffers from `buffers` (those of another coder's
+    /// [`into_buffers`](Self::into_buffers), say) before it allocates any. A slot gets its
+    /// buffer when it first holds a symbol, so memory follows the columns in use; a connection
+    /// that hands a finished coder's buffers to the next allocates nothing when coders roll
+    /// over. Buffers of another size are dropped.
+    pub fn with_buffers(cfg: CoderConfig, kernel: Kernel, mut buffers: Vec<Box<[u8]>>) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let cap = 2 * cfg.max_window;
-        let slots = (0..cap)
-            .map(|_| Slot {
-                state: State::Unknown,
-                coefs: Vec::new(),
-                payload: vec![0u8; cfg.symbol_size].into_boxed_slice(),
-            })
-            .collect();
-        Ok(Decoder {
+        buffers.retain(|b| b.len() == cfg.symbol_size);
+        let slots =
+            (0..cap).map(|_| Slot { state: State::Unknown, coefs: Vec::new(), payload: Box::default() }).collect();
+        let mut d = Decoder {
             cfg,
             kernel,
             slots,
@@ -126,9 +136,53 @@ impl Decoder {
             end: 0,
             stats: DecoderStats::default(),
             eq_coefs: Vec::with_capacity(cap),
-            eq_payload: vec![0u8; cfg.symbol_size].into_boxed_slice(),
+            eq_payload: Box::default(),
             terms: Vec::with_capacity(cap),
             repair_coefs: Vec::with_capacity(cfg.max_window),
+            spare: buffers,
+            allocated: 0,
+        };
+        d.eq_payload = d.buffer();
+        Ok(d)
+    }
+
+    /// Every symbol buffer this decoder holds, for the next one ([`with_buffers`](Self::with_buffers)).
+    pub fn into_buffers(self) -> Vec<Box<[u8]>> {
+        let mut v = self.spare;
+        v.extend(self.slots.into_iter().map(|s| s.payload).filter(|b| !b.is_empty()));
+        v.push(self.eq_payload);
+        v
+    }
+
+    /// Takes buffers from `buffers` until this coder holds `spare` unused ones (or `buffers`
+    /// runs out): a connection keeps one pool for all its coders and tops each up before
+    /// it pushes a symbol, so that no coder allocates while another has buffers to spare.
+    pub fn add_buffers(&mut self, buffers: &mut Vec<Box<[u8]>>, spare: usize) {
+        let size = self.cfg.symbol_size;
+        while self.spare.len() < spare {
+            match buffers.pop() {
+                Some(b) if b.len() == size => self.spare.push(b),
+                Some(_) => {}
+                None => break,
+            }
+        }
+    }
+
+    /// Symbol buffers held by this decoder.
+    pub fn buffers(&self) -> usize {
+        self.spare.len() + 1 + self.slots.iter().filter(|s| !s.payload.is_empty()).count()
+    }
+
+    /// Symbol buffers this decoder had to allocate (those it was given not counted).
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    /// A symbol buffer: a spare one, or a new one. Its contents are unspecified.
+    fn buffer(&mut self) -> Box<[u8]> {
+        self.spare.pop().unwrap_or_else(|| {
+            self.allocated += 1;
+            vec![0u8; self.cfg.symbol_size].into_boxed_slice()
         })
     }
 
@@ -235,6 +289,9 @@ impl Decoder {
         let outcome = match self.slots[i].state {
             State::Decoded => Outcome::Redundant,
             State::Unknown => {
+                if self.slots[i].payload.is_empty() {
+                    self.slots[i].payload = self.buffer();
+                }
                 let slot = &mut self.slots[i];
                 slot.payload[..data.len()].copy_from_slice(data);
                 slot.payload[data.len()..].fill(0);
@@ -360,7 +417,8 @@ impl Decoder {
         std::mem::swap(&mut slot.payload, &mut payload);
         self.eq_coefs = coefs;
         self.eq_coefs.clear();
-        self.eq_payload = payload;
+        // The slot was unknown: its buffer, if it had one yet, becomes the next equation's.
+        self.eq_payload = if payload.is_empty() { self.buffer() } else { payload };
         Outcome::Innovative
     }
 

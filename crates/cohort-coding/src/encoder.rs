@@ -111,6 +111,8 @@ pub struct Encoder {
     released: u64,
     next_key: u16,
     coefs: Vec<u8>,
+    /// Symbol buffers this encoder allocated itself (none while spares last).
+    allocated: u64,
 }
 
 impl Encoder {
@@ -121,17 +123,57 @@ impl Encoder {
 
     /// A new encoder with a chosen kernel (benchmarks compare them).
     pub fn with_kernel(cfg: CoderConfig, kernel: Kernel) -> Result<Self, ConfigError> {
+        Self::with_buffers(cfg, kernel, Vec::new())
+    }
+
+    /// A new encoder that stores its source symbols in `buffers` (those of a finished coder's
+    /// [`into_buffers`](Self::into_buffers), say) before it allocates any, so that a connection
+    /// rolling over to its next coder allocates nothing. Buffers of another size are dropped.
+    pub fn with_buffers(cfg: CoderConfig, kernel: Kernel, mut buffers: Vec<Box<[u8]>>) -> Result<Self, ConfigError> {
         cfg.validate()?;
+        buffers.retain(|b| b.len() == cfg.symbol_size);
         Ok(Encoder {
             cfg,
             kernel,
             window: VecDeque::with_capacity(cfg.max_window),
-            spare: Vec::new(),
+            spare: buffers,
             first: 0,
             released: 0,
             next_key: 0,
             coefs: Vec::with_capacity(cfg.max_window),
+            allocated: 0,
         })
+    }
+
+    /// Every symbol buffer this encoder holds, stored symbols included, for the next coder.
+    pub fn into_buffers(self) -> Vec<Box<[u8]>> {
+        let mut v = self.spare;
+        v.extend(self.window);
+        v
+    }
+
+    /// Takes buffers from `buffers` until this coder holds `spare` unused ones (or `buffers`
+    /// runs out): a connection keeps one pool for all its coders and tops each up before
+    /// it pushes a symbol, so that no coder allocates while another has buffers to spare.
+    pub fn add_buffers(&mut self, buffers: &mut Vec<Box<[u8]>>, spare: usize) {
+        let size = self.cfg.symbol_size;
+        while self.spare.len() < spare {
+            match buffers.pop() {
+                Some(b) if b.len() == size => self.spare.push(b),
+                Some(_) => {}
+                None => break,
+            }
+        }
+    }
+
+    /// Symbol buffers held by this encoder.
+    pub fn buffers(&self) -> usize {
+        self.spare.len() + self.window.len()
+    }
+
+    /// Symbol buffers this encoder had to allocate (those it was given not counted).
+    pub fn allocated(&self) -> u64 {
+        self.allocated
     }
 
     /// The configuration.
@@ -166,7 +208,13 @@ impl Encoder {
         if self.is_full() {
             return Err(PushError::WindowFull(self.rank().saturating_sub(self.released) as usize));
         }
-        let mut buf = self.spare.pop().unwrap_or_else(|| vec![0u8; size].into_boxed_slice());
+        let mut buf = match self.spare.pop() {
+            Some(b) => b,
+            None => {
+                self.allocated += 1;
+                vec![0u8; size].into_boxed_slice()
+            }
+        };
         buf[..data.len()].copy_from_slice(data);
         buf[data.len()..].fill(0);
         self.window.push_back(buf);

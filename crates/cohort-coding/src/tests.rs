@@ -299,3 +299,56 @@ proptest! {
         prop_assert_eq!(stats.rejected, 0);
     }
 }
+
+/// A coder built on the buffers of a finished pair allocates none while they last (each round
+/// repeats the same lossy stream, so it needs what the last one had), and a stream through
+/// buffers that hold old data still decodes exactly; a buffer of another size is never used.
+#[test]
+fn coders_built_on_old_buffers_allocate_nothing_and_decode_exactly() {
+    let kernel = gf256::Kernel::best();
+    let (mut enc_bufs, mut dec_bufs) = (Vec::new(), vec![vec![0u8; SYM + 1].into_boxed_slice()]);
+    for round in 0..3 {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut enc = Encoder::with_buffers(cfg(16), kernel, std::mem::take(&mut enc_bufs)).unwrap();
+        let mut dec = Decoder::with_buffers(cfg(16), kernel, std::mem::take(&mut dec_bufs)).unwrap();
+        let mut out = vec![];
+        let mut rep = vec![0u8; SYM];
+        for _ in 0..400 {
+            if enc.is_full() {
+                // The window is at its bound: a repair that arrives lets it slide.
+                let info = enc.repair(&mut rep).unwrap();
+                dec.push_repair(info, &rep).unwrap();
+                drain(&mut dec, &mut out);
+                enc.ack(dec.seen(), dec.next_release());
+                continue;
+            }
+            let i = enc.push(&source(enc.rank())).unwrap();
+            if rng.random::<f64>() > 0.2 {
+                dec.push_source(i, enc.source(i).unwrap()).unwrap();
+            }
+            if i % 3 == 2 {
+                let info = enc.repair(&mut rep).unwrap();
+                if rng.random::<f64>() > 0.2 {
+                    dec.push_repair(info, &rep).unwrap();
+                }
+            }
+            drain(&mut dec, &mut out);
+            enc.ack(dec.seen(), dec.next_release());
+        }
+        // Close the stream with repairs until everything is out.
+        while (out.len() as u64) < enc.rank() {
+            let info = enc.repair(&mut rep).unwrap();
+            dec.push_repair(info, &rep).unwrap();
+            drain(&mut dec, &mut out);
+            enc.ack(dec.seen(), dec.next_release());
+        }
+        assert_eq!(out, (0..enc.rank()).collect::<Vec<_>>(), "round {round}");
+        if round > 0 {
+            assert_eq!((enc.allocated(), dec.allocated()), (0, 0), "round {round} reused every buffer");
+        }
+        assert!(dec.buffers() <= 2 * 16 + 1, "a decoder holds at most its columns and one equation");
+        enc_bufs = enc.into_buffers();
+        dec_bufs = dec.into_buffers();
+        assert!(dec_bufs.iter().chain(&enc_bufs).all(|b| b.len() == SYM));
+    }
+}

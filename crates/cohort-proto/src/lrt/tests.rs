@@ -472,3 +472,38 @@ fn an_acknowledgement_far_behind_asks_for_no_more_repairs_than_the_window_holds(
     assert!(repairs > 0);
     assert!(repairs as f64 <= (2.0 * (1.0 + r)).ceil(), "{repairs} repairs for a window of 2 (r = {r})");
 }
+
+/// Coders roll over every 64 symbols: once the stream has run through a few, each new coder
+/// takes the buffers of the ones that finished, so neither end allocates symbol buffers any
+/// more. Before the pool every coder allocated its own (a decoder all of its columns at once),
+/// and a long connection's resident memory stepped up whenever a rollover overlapped the
+/// previous coder.
+#[test]
+fn coders_rolling_over_reuse_their_buffers() {
+    let cfg = Config { coder_symbols: 64, max_window: 32, ..Config::default() };
+    let link = lossy(10, 0.05);
+    let mut p = Pair::new(cfg, link, link, 3);
+    while p.a.state() == &State::Handshaking {
+        p.drive_for(Duration::from_millis(50));
+    }
+    let mut at_warmup = (0, 0);
+    for i in 0..6000u64 {
+        p.a.send(&message(i, 700)).unwrap();
+        p.drive_for(Duration::from_millis(1));
+        if i == 2000 {
+            at_warmup = (p.a.symbol_buffers_allocated(), p.b.symbol_buffers_allocated());
+        }
+    }
+    p.drive_for(Duration::from_secs(2));
+    assert_exactly_once_in_order(&p, 6000, 700, 3);
+    let opened = p.a.stats().coders_opened;
+    assert!(opened > 50, "{opened} coders");
+    let end = (p.a.symbol_buffers_allocated(), p.b.symbol_buffers_allocated());
+    // A loss burst may still raise the high-water mark a little; without reuse every one of
+    // the rollovers after warm-up would allocate a coder's worth (32 or 64 buffers) again.
+    assert!(
+        end.0 <= at_warmup.0 + 32 && end.1 <= at_warmup.1 + 64,
+        "buffers allocated at warm-up {at_warmup:?}, at the end {end:?}, over {opened} coders"
+    );
+    assert!(p.b.symbol_buffers() as u64 <= end.1, "held buffers were allocated");
+}

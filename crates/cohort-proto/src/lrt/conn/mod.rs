@@ -3,6 +3,7 @@
 use super::pace::{LossEstimator, RttEstimator, TokenBucket};
 use super::rate::{AckSample, RateEstimator};
 use super::stream::{Divider, MAX_MESSAGE, Reassembler};
+use cohort_coding::gf256::Kernel;
 use cohort_coding::{CoderConfig, Decoder, Encoder, Outcome, RepairInfo};
 use cohort_time::Instant;
 use cohort_wire::lrt::{AckRepr, HelloRepr, LRT_VERSION, LrtRepr};
@@ -398,6 +399,12 @@ pub struct Connection {
     ack_due: Option<Instant>,
     ack_now: bool,
     padded: Vec<u8>,
+    /// Symbol buffers of finished coders: one pool for the coders of both directions, which
+    /// take from it before they push a symbol (a decoder up to two, an encoder one), so a long
+    /// connection rolls coders over without allocating and its memory stays flat.
+    buffers: Vec<Box<[u8]>>,
+    /// Symbol buffers allocated by coders that have finished.
+    allocated_by_finished: u64,
     events: VecDeque<Event>,
     stats: ConnStats,
 }
@@ -454,6 +461,8 @@ impl Connection {
             ack_due: None,
             ack_now: false,
             padded: vec![0u8; cfg.symbol_size],
+            buffers: Vec::new(),
+            allocated_by_finished: 0,
             events: VecDeque::new(),
             stats: ConnStats::default(),
             cfg,
@@ -515,6 +524,27 @@ impl Connection {
             + self.rx.len() * 2 * self.cfg.max_window * s
             + self.recv_bytes
             + self.reasm.partial_bytes()
+    }
+
+    /// Symbol buffers the connection holds: in its coders and kept for the next ones.
+    pub fn symbol_buffers(&self) -> usize {
+        self.buffers.len()
+            + self.tx.iter().map(|c| c.enc.buffers()).sum::<usize>()
+            + self.rx.iter().map(|c| c.dec.buffers()).sum::<usize>()
+    }
+
+    /// Symbol buffers allocated over the connection's life. Once the traffic has reached its
+    /// peak this stops growing, however many coders roll over: a finished coder's buffers
+    /// serve the next one.
+    pub fn symbol_buffers_allocated(&self) -> u64 {
+        self.allocated_by_finished
+            + self.tx.iter().map(|c| c.enc.allocated()).sum::<u64>()
+            + self.rx.iter().map(|c| c.dec.allocated()).sum::<u64>()
+    }
+
+    /// At most `n` symbol buffers of the pool, for a coder being opened.
+    fn take_buffers(&mut self, n: usize) -> Vec<Box<[u8]>> {
+        self.buffers.split_off(self.buffers.len().saturating_sub(n))
     }
 
     /// A server before any HELLO waits for a peer as long as its owner wants; the idle

@@ -100,11 +100,16 @@ impl Connection {
         }
         while self.rx.len() <= usize::from(ahead) {
             let id = self.filter.wrapping_add(self.rx.len() as u16);
-            let dec = Decoder::new(self.cfg.coder_config()).unwrap_or_else(|_| unreachable!("validated config"));
+            // One for the decoder's working equation; the slots take theirs as symbols come.
+            let buffers = self.take_buffers(1);
+            let dec = Decoder::with_buffers(self.cfg.coder_config(), Kernel::best(), buffers)
+                .unwrap_or_else(|_| unreachable!("validated config"));
             self.rx.push_back(RxCoder { id, dec, ack_pending: false, newest: 0, missing: 0 });
         }
         let coder = &mut self.rx[usize::from(ahead)];
         debug_assert_eq!(coder.id, header.coder);
+        // A symbol takes at most two buffers (a slot's and the next equation's).
+        coder.dec.add_buffers(&mut self.buffers, 2);
         let seen_before = coder.dec.seen();
         let newest = match header.kind {
             SymbolKind::Source { index } => u64::from(index) + 1,
@@ -182,7 +187,14 @@ impl Connection {
             }
             if front.dec.next_release() >= u64::from(self.cfg.coder_symbols) {
                 // Every symbol of this coder is out: the filter moves on (seed 004 §III-D).
-                let done = self.rx.pop_front().map_or(self.filter, |c| c.id);
+                let done = match self.rx.pop_front() {
+                    Some(c) => {
+                        self.allocated_by_finished += c.dec.allocated();
+                        self.buffers.extend(c.dec.into_buffers());
+                        c.id
+                    }
+                    None => self.filter,
+                };
                 if self.stale_acks.len() < STALE_ACKS {
                     self.stale_acks.push_back(done);
                 }
@@ -275,8 +287,9 @@ impl Connection {
             c.lens.pop_front();
         }
         let finished = a.full_rank || (c.closed(cfg) && released >= u64::from(cfg.coder_symbols));
-        if finished {
-            self.tx.remove(pos);
+        if finished && let Some(c) = self.tx.remove(pos) {
+            self.allocated_by_finished += c.enc.allocated();
+            self.buffers.extend(c.enc.into_buffers());
         }
     }
 }

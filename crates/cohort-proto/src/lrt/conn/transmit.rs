@@ -125,7 +125,8 @@ impl Connection {
     }
 
     fn open_coder(&mut self, now: Instant) {
-        let enc = Encoder::new(self.cfg.coder_config()).unwrap_or_else(|_| unreachable!("validated config"));
+        let enc = Encoder::with_buffers(self.cfg.coder_config(), Kernel::best(), Vec::new())
+            .unwrap_or_else(|_| unreachable!("validated config"));
         self.tx.push_back(TxCoder {
             id: self.next_coder,
             enc,
@@ -162,6 +163,7 @@ impl Connection {
             let r = self.redundancy();
             self.divider.next_symbol(&mut self.sym);
             let c = self.tx.back_mut()?;
+            c.enc.add_buffers(&mut self.buffers, 1);
             let index = c.enc.push(&self.sym).ok()?;
             c.lens.push_back(self.sym.len() as u16);
             c.credit += r;
