@@ -148,6 +148,9 @@ def plot_coorp(report: dict[str, Any], out: Path) -> None:
     ax.plot(robots, [p["violation_share"] * 100 for p in sweep], "o-", color="tab:green", label="simulated")
     ax.plot(robots, [p["model_violation_share"] * 100 for p in sweep], "o:", color="gray", label="Eqs. 1-2")
     ax.axhline(5.0, color="tab:red", linestyle="--", linewidth=1)
+    bound = report.get("max_robots_by_airtime")
+    if bound is not None:
+        ax.axvline(bound, color="black", linestyle="-.", linewidth=1, label=f"802.11 airtime bound ({bound} robots)")
     ax.set_xlabel("robots")
     ax.set_ylabel("loops over 33 ms (%)")
     ax.set_title("COORP scalability")

@@ -143,6 +143,37 @@ pub fn model_violation_share(p: &CrlParams, n: usize, ampdu_bytes: f64, b_mbps: 
     share
 }
 
+/// A floor under the reaction time of a loop with `workers` workers, from 802.11 timing
+/// alone (an independent check on the simulated sweep, like seed 000's Eqs. 1-2 but without
+/// their approximations): every perception fragment and every action goes as its own AC_VO
+/// frame (AC_VO does not aggregate under ns-3's defaults, which the workload uses), and each
+/// frame takes at least AIFS[VO] + its PPDU + SIFS + ACK: no backoff, no collision, no bulk,
+/// no host delay. The leader's inference adds its time. A team whose floor is past the
+/// boundary cannot meet it on this channel whatever the scheduling.
+pub fn reaction_floor_ms(p: &CrlParams, workers: usize) -> f64 {
+    use cohort_medium::wifi::phy::QOS_MAC_OVERHEAD_BYTES;
+    use cohort_medium::wifi::{Ac, EdcaParams, Phy};
+    use cohort_sim::crl::FRAGMENT;
+    let phy = Phy::vht(p.phy_mbps);
+    let aifs = phy.aifs(EdcaParams::defaults_2020(&phy)[Ac::Vo.index()].aifsn);
+    let frame = |udp: usize| {
+        // UDP payload + UDP/IPv4 headers + LLC/SNAP, in a QoS data frame.
+        let mpdu = udp + 28 + cohort_medium::wifi::phy::LLC_SNAP_BYTES + QOS_MAC_OVERHEAD_BYTES;
+        (aifs + phy.duration(mpdu, phy.data_mbps) + phy.sifs + phy.ack_duration()).as_secs_f64()
+    };
+    let message = |bytes: usize| {
+        let full = bytes / FRAGMENT;
+        let rest = bytes % FRAGMENT;
+        full as f64 * frame(FRAGMENT) + if rest > 0 { frame(rest) } else { 0.0 }
+    };
+    (p.inference_ms / 1e3 + workers as f64 * (message(p.perception_bytes) + message(p.action_bytes))) * 1e3
+}
+
+/// The largest team (leader included) whose [`reaction_floor_ms`] is within the boundary.
+pub fn max_robots_by_airtime(p: &CrlParams) -> usize {
+    (1..10_000).take_while(|&w| reaction_floor_ms(p, w) <= p.boundary_ms).last().map_or(1, |w| w + 1)
+}
+
 /// Runs the bench. `progress` hears what runs.
 pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
     let mut profiles_out = Map::new();
@@ -170,6 +201,27 @@ pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, S
         }
         unmarked.insert(name.into(), Value::Object(sys));
     }
+    // Local preemption's price and its protection against `p_prot`, the percentile of the
+    // completion-time table the layer trusts (Algorithm 2 line 3; the paper gives no value,
+    // Cohort's default is 0.95): the trade-off a user sets, on the card seed 000 measured.
+    let shared_ideal = ideals.get("shared_tx").copied().unwrap_or(f64::NAN);
+    let mut p_prot_sweep = Vec::new();
+    for p_prot in [0.5, 0.75, 0.9, 0.95, 0.99] {
+        let mut cp = crl(p, p.robots, StationConfig { nic: NicProfile::mt76_usb(), ..StationConfig::default() }, true);
+        cp.vpl.percentile = p_prot;
+        let runs = alternate(p, &cp, &[System::Coorp, System::CoorpLocal], &mut progress)?;
+        let mut row = Map::new();
+        row.insert("p_prot".into(), json!(p_prot));
+        for (s, r) in &runs {
+            let v = pooled(r, shared_ideal, 0.0);
+            row.insert(
+                s.name().into(),
+                json!({ "violation_share": v["violation_share"], "bh_utilization": v["bh_utilization"],
+                        "reaction_p99_ms": v["reaction_ms"]["p99"] }),
+            );
+        }
+        p_prot_sweep.push(Value::Object(row));
+    }
     // The sweep runs on `shared_tx`, the card seed 000 measured; its ideal bulk throughput is
     // the model's bandwidth `B`.
     let shared_tx = StationConfig { nic: NicProfile::mt76_usb(), ..StationConfig::default() };
@@ -195,6 +247,7 @@ pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, S
         scale.push(json!({
             "robots": n,
             "violation_share": share,
+            "reaction_floor_ms": round(reaction_floor_ms(&cp, n - 1), 3),
             "model_violation_share": round(model, 4),
             "bh_mbps": round(o[0].bh_mbps(), 2),
             // Eq. 3: B_BH = B − N·F·(L_perc + L_act).
@@ -218,8 +271,12 @@ pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, S
         "unmarked": { "sim": unmarked.get("shared_tx").cloned().unwrap_or(Value::Null) },
         "unmarked_by_profile": unmarked,
         "scalability": scale,
+        "p_prot_sweep": p_prot_sweep,
         "model_bandwidth_mbps": round(b_mbps, 2),
         "max_robots_within_5pct": max_ok,
+        // The largest team whose 802.11 floor (`reaction_floor_ms`) is within the boundary:
+        // beyond it no system can keep a loop on time on this channel with this workload.
+        "max_robots_by_airtime": max_robots_by_airtime(&crl(p, p.robots, shared_tx, true)),
     }))
 }
 
@@ -242,7 +299,26 @@ mod tests {
         assert!(r["unmarked"]["sim"]["edca"]["violation_share"].is_number());
         assert!(r["unmarked"]["sim"]["coorp"]["violation_share"].is_number());
         assert_eq!(r["scalability"][0]["robots"], 2);
+        assert!(r["scalability"][0]["reaction_floor_ms"].as_f64().is_some_and(|f| f > 0.0));
         assert!(r["max_robots_within_5pct"].is_number());
+        assert!(r["max_robots_by_airtime"].as_u64().is_some_and(|n| n >= 2));
+        let sweep = r["p_prot_sweep"].as_array().unwrap();
+        assert_eq!(sweep.len(), 5);
+        assert!(sweep.iter().all(|row| row["coorp"]["bh_utilization"].is_number()));
+    }
+
+    /// The floor adds, per worker, nine full fragments and a 480-byte one for a 12 KiB
+    /// perception and one frame for the action, each AIFS + PPDU + SIFS + ACK; it grows
+    /// linearly and the largest team by airtime is where it crosses the boundary.
+    #[test]
+    fn the_airtime_floor_counts_every_frame_of_the_loop() {
+        let p = CrlParams::default();
+        let one = reaction_floor_ms(&p, 1) - p.inference_ms;
+        assert!((reaction_floor_ms(&p, 10) - p.inference_ms - 10.0 * one).abs() < 1e-9);
+        // 10 frames of at least 16 + 2·9 µs AIFS, 16 µs SIFS and a 44 µs preamble+ACK each.
+        assert!(one > 10.0 * 0.094 && one < 10.0 * 0.5, "{one} ms per worker");
+        let n = max_robots_by_airtime(&p);
+        assert!(reaction_floor_ms(&p, n - 1) <= p.boundary_ms && reaction_floor_ms(&p, n) > p.boundary_ms);
     }
 
     #[test]

@@ -110,6 +110,11 @@ pub struct CrlParams {
     /// A-MPDU limits per category (ns-3's defaults: AC_BE and AC_VI aggregate).
     pub aggregation: Aggregation,
     pub max_s: f64,
+    /// The preemption controller's and the virtual-preemption layer's settings under COORP.
+    #[serde(skip)]
+    pub controller: ControllerConfig,
+    #[serde(skip)]
+    pub vpl: VplConfig,
 }
 
 impl Default for CrlParams {
@@ -132,6 +137,8 @@ impl Default for CrlParams {
             station: StationConfig::default(),
             aggregation: Aggregation::default(),
             max_s: 600.0,
+            controller: ControllerConfig::default(),
+            vpl: VplConfig::default(),
         }
     }
 }
@@ -617,13 +624,13 @@ pub fn run(p: &CrlParams, system: System, seed: u64) -> Result<CrlOutcome, Strin
             in_card: 0,
             client: if system.global() { Some(Client::new(cfg, r as u32).map_err(|e| e.to_string())?) } else { None },
             controller: if system.local() {
-                Some(Controller::new(ControllerConfig::default()).map_err(|e| e.to_string())?)
+                Some(Controller::new(p.controller).map_err(|e| e.to_string())?)
             } else {
                 None
             },
             classifiers: (system.local() || system.global()).then(Default::default),
             vpl: if system.local() || system == System::SchedWifi {
-                Some(Vpl::new(VplConfig::default()).map_err(|e| e.to_string())?)
+                Some(Vpl::new(p.vpl).map_err(|e| e.to_string())?)
             } else {
                 None
             },
