@@ -19,6 +19,7 @@ pub mod lrt;
 pub mod lrt_grid;
 pub mod lrt_share;
 pub mod medium;
+pub mod migration;
 pub mod multipath;
 pub mod rattan;
 pub mod stats;

@@ -64,6 +64,9 @@ enum Which {
     /// time per round, one-to-many against one-to-one, and allocation-aware multipath end to
     /// end against an equal split.
     Beams(crate::bench_beams::BeamsArgs),
+    /// A robot changes address in the middle of a two-way LRT stream over a delaying relay:
+    /// messages lost, and the stall the move adds against the round trip.
+    Migration(crate::bench_migration::MigrationArgs),
     /// How fast the bulk gate holds and releases a foreign TCP upload in the kernel (root).
     #[command(name = "coorp-gate")]
     CoorpGate(CoorpGateArgs),
@@ -411,6 +414,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::LrtShare(a) => lrt_share(&a),
         Which::Multipath(a) => multipath(&a),
         Which::Beams(a) => crate::bench_beams::run(&a),
+        Which::Migration(a) => crate::bench_migration::run(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
             if json {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_beams;
+mod bench_migration;
 mod coorp_cmd;
 mod demo;
 mod demo_lrt;

@@ -93,6 +93,9 @@ pub struct SocketStats {
     /// Path datagrams that were malformed or answered no open challenge (a stale or spoofed
     /// path).
     pub path_refused: u64,
+    /// Datagrams also sent to a new address of the peer while its challenge was open (no more
+    /// bytes than three times what came from there, as QUIC limits an unvalidated path).
+    pub path_copies: u64,
     /// The session key exchange.
     pub keys: KeyExchangeStats,
 }
@@ -103,7 +106,14 @@ struct PathCheck {
     addr: SocketAddr,
     token: [u8; 8],
     sent: cohort_time::Instant,
+    /// Bytes of the peer's authentic datagrams from `addr`, and of the copies sent there.
+    bytes_in: u64,
+    bytes_out: u64,
 }
+
+/// An unvalidated address gets at most this many times the bytes that came from it (RFC 9000
+/// §8.1's anti-amplification factor), so a forged source address buys an attacker no flood.
+const PATH_AMPLIFICATION: u64 = 3;
 
 /// A challenge to a new address is sent again after this long, on the peer's next datagram
 /// from there.
@@ -398,6 +408,17 @@ fn transmit(
         if !send_datagram(&mut g.stats, sock, peer, &wire[..len]) {
             return Ok(());
         }
+        // While a new address of the peer is being validated, a copy goes there too: a peer
+        // that really moved (its old address is gone) receives without waiting a round trip
+        // for the challenge, and a spoofed address gets only its bounded share of copies.
+        if let Some(p) = g.path.as_mut()
+            && p.bytes_out + len as u64 <= PATH_AMPLIFICATION * p.bytes_in
+        {
+            p.bytes_out += len as u64;
+            let to = p.addr;
+            g.stats.path_copies += 1;
+            send_datagram(&mut g.stats, sock, to, &wire[..len]);
+        }
     }
 }
 
@@ -446,7 +467,8 @@ fn challenge(g: &mut Inner, sock: &UdpSocket, from: SocketAddr, now: cohort_time
         g.stats.path_refused += 1;
         return;
     }
-    g.path = Some(PathCheck { addr: from, token, sent: now });
+    let (bytes_in, bytes_out) = g.path.filter(|p| p.addr == from).map_or((0, 0), |p| (p.bytes_in, p.bytes_out));
+    g.path = Some(PathCheck { addr: from, token, sent: now, bytes_in, bytes_out });
     g.stats.path_challenges += 1;
     send_path(g, sock, from, PATH_CHALLENGE, token);
 }
@@ -524,6 +546,11 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
                 let newest = g.keyx.secure().is_some_and(|sec| sec.is_newest(o.life.0, o.life.1, o.pn));
                 if addr != from && newest {
                     challenge(&mut g, sock, from, now);
+                }
+                if let Some(p) = g.path.as_mut()
+                    && p.addr == from
+                {
+                    p.bytes_in += datagram.len() as u64;
                 }
             }
             None => g.peer = Some((from, life)),

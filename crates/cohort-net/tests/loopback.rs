@@ -2,6 +2,8 @@
 
 use cohort_net::{LrtSocket, NetError, SocketConfig};
 use cohort_proto::lrt::CloseReason;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const SECRET: &[u8] = b"loopback test team secret";
@@ -320,6 +322,9 @@ fn a_spoofed_source_address_does_not_redirect_the_connection() {
     outside.set_nonblocking(true).unwrap();
     let relay = outside.local_addr().unwrap();
     let st = stop.clone();
+    // Bytes the attacker sent from its address, and bytes the server sent there.
+    let (spoofed, to_attacker) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (sp, ta) = (spoofed.clone(), to_attacker.clone());
     let h = std::thread::spawn(move || {
         let up = UdpSocket::bind("127.0.0.1:0").unwrap();
         let spoof = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -334,6 +339,7 @@ fn a_spoofed_source_address_does_not_redirect_the_connection() {
                 n_fwd += 1;
                 if n_fwd > 100 {
                     let _ = spoof.send_to(&buf[..n], target);
+                    sp.fetch_add(n as u64, Ordering::Relaxed);
                     std::thread::sleep(Duration::from_micros(50));
                 }
                 let _ = up.send_to(&buf[..n], target);
@@ -343,7 +349,9 @@ fn a_spoofed_source_address_does_not_redirect_the_connection() {
                 let _ = outside.send_to(&buf[..n], c);
             }
             // What the server sends to the spoofed address goes nowhere.
-            while spoof.recv_from(&mut sink).is_ok() {}
+            while let Ok((n, _)) = spoof.recv_from(&mut sink) {
+                ta.fetch_add(n as u64, Ordering::Relaxed);
+            }
             if idle {
                 std::thread::sleep(Duration::from_micros(100));
             }
@@ -362,4 +370,11 @@ fn a_spoofed_source_address_does_not_redirect_the_connection() {
     assert!(s.path_challenges >= 1, "the spoofed address was challenged: {s:?}");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     h.join().unwrap();
+    // While the challenge is open the server copies its datagrams to the new address, but
+    // never more than three times what came from there (plus the challenges themselves).
+    let (spoofed, to_attacker) = (spoofed.load(Ordering::Relaxed), to_attacker.load(Ordering::Relaxed));
+    assert!(
+        to_attacker <= 3 * spoofed + s.path_challenges * 64,
+        "{to_attacker} bytes sent to a spoofed address that sent {spoofed}: {s:?}"
+    );
 }
