@@ -160,7 +160,11 @@ class OutLink:
             try:
                 data = self._q.get(timeout=POLL_S)
             except queue.Empty:
-                if sock.closed:
+                # Nothing comes back on an outgoing link: receiving only tells whether the
+                # peer closed it or went silent past the idle timeout (`closed` is local).
+                try:
+                    sock.try_recv()
+                except CohortError:
                     return
                 continue
             try:
