@@ -500,3 +500,46 @@ def test_threads_end_when_the_bridges_close(tmp_path: Path) -> None:
     assert wait_until(
         lambda: not [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("bridge")]
     )
+
+
+def test_drop_meets_a_bounded_queue_and_block_waits_then_drops(caplog: pytest.LogCaptureFixture) -> None:
+    """The congestion-control mapping on one link whose sender is stalled (not started)."""
+    from cohort.bridge.links import Counters, LinkParams, OutLink
+    from cohort.bridge.qos import CLASSES
+
+    p = LinkParams(
+        secret=SECRET.encode(),
+        team=7,
+        sender_id=1,
+        handshake_timeout_s=1.0,
+        idle_timeout_s=1.0,
+        reconnect_s=0.1,
+        block_timeout_s=0.05,
+        drop_queue_len=4,
+        block_queue_len=6,
+    )
+    counters = Counters()
+    link = OutLink(2, "127.0.0.2:9", CLASSES[2], p, counters)
+    assert not link.send(b"x", block=False) and counters.get("dropped_link_down") == 1  # down: dropped
+    link._up.set()  # as if connected, with its sender stalled
+    assert [link.send(b"d%d" % i, block=False) for i in range(6)] == [True] * 4 + [False] * 2
+    assert counters.get("dropped_congestion") == 2
+    # BLOCK samples may fill the queue further (block_queue_len), then wait block_timeout_s.
+    with caplog.at_level("ERROR", logger="cohort.bridge"):
+        assert [link.send(b"b%d" % i, block=True) for i in range(3)] == [True, True, False]
+    assert counters.get("dropped_block_timeout") == 1
+    assert len([r for r in caplog.records if "a BLOCK sample dropped" in r.message]) == 1
+    assert [link._q.get_nowait() for _ in range(6)] == [b"d0", b"d1", b"d2", b"d3", b"b0", b"b1"]  # in order
+
+
+def test_a_get_gets_what_the_live_robots_say(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    """Robot 3 vanishes: once the group has removed it, robot 1's get is answered by 1 and 2."""
+    team = Team(tmp_path, 3, query=QUERY)
+    bridges = start_team(team, closing)
+    apps = {p: closing(team.app(p)) for p in team.pids}
+    for p in team.pids:
+        serve_status(apps[p], p)
+    assert wait_until(lambda: len(get_all(apps[1], "status/**")) == 3, 15.0)
+    bridges[2].close()
+    assert wait_until(lambda: bridges[0].stats()["members"] == [1, 2])
+    assert sorted(get_all(apps[1], "status/**")) == ["status/robot1", "status/robot2"]
