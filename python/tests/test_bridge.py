@@ -543,3 +543,26 @@ def test_a_get_gets_what_the_live_robots_say(tmp_path: Path, closing: Callable[[
     bridges[2].close()
     assert wait_until(lambda: bridges[0].stats()["members"] == [1, 2])
     assert sorted(get_all(apps[1], "status/**")) == ["status/robot1", "status/robot2"]
+
+
+def test_a_restarted_bridge_is_readmitted(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    """Robot 3's bridge stops and starts again: the group expels the new one (it was removed),
+    it joins on the coordinator's join poll, its token comes back and its links carry again."""
+    team = Team(tmp_path, 3, publish=PUBLISH)
+    bridges = start_team(team, closing)
+    app1, app3 = closing(team.app(1)), closing(team.app(3))
+    got = subscribe(app1, "team/back")
+    bridges[2].close()
+    assert wait_until(lambda: tokens(app1) == {"cohort/team/1", "cohort/team/2"})
+    again = closing(Bridge(load_config(team.paths[3])).start())
+    assert again.wait_ready(WAIT), again.stats()
+    assert wait_until(lambda: tokens(app1) == {"cohort/team/1", "cohort/team/2", "cohort/team/3"})
+    assert wait_until(lambda: again.stats()["members"] == [1, 2, 3])
+    assert bridges[0].counters.get("members_admitted") == 1
+
+    def arrived() -> bool:
+        app3.put("team/back", b"hello again")
+        return bool(got)
+
+    assert wait_until(arrived)
+    assert got[0].payload.to_bytes() == b"hello again"

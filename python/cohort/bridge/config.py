@@ -111,6 +111,8 @@ class TimingConfig:
     query_proc_t: float = 0.05
     local_query_timeout_s: float = 0.5
     max_reply_bytes: int = 60000
+    join_poll_s: float = 1.0
+    join_t: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -351,6 +353,8 @@ def parse_config(text: str, *, path: str | None = None, base: Path | None = None
         query_proc_t=tt.number("query_proc_t", d.query_proc_t, lo=0.0, hi=60),
         local_query_timeout_s=tt.number("local_query_timeout_s", d.local_query_timeout_s, lo=0.01, hi=60),
         max_reply_bytes=tt.integer("max_reply_bytes", d.max_reply_bytes, lo=64, hi=60000),
+        join_poll_s=tt.number("join_poll_s", d.join_poll_s, lo=0.0, hi=3600),
+        join_t=tt.number("join_t", d.join_t, lo=0.001, hi=60),
     )
     tt.done()
     root.done()

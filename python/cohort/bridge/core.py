@@ -177,6 +177,7 @@ class Bridge:
             self._decls.append(qa)
         self._spawn(self._serve_group, "group")
         self._spawn(self._watch_members, "members")
+        self._spawn(self._maintain_group, "join")
         log.info(
             "robot %d bridging %d publication and %d query key(s) for team %d (members %s)",
             cfg.pid,
@@ -553,3 +554,26 @@ class Bridge:
             self._stop.wait(0.1)
 
     _seen_members = False
+
+    def _maintain_group(self) -> None:
+        """Readmits robots whose bridge restarted: the coordinator runs a join poll every
+        ``join_poll_s``; a bridge the group expelled (it restarted with the static member list
+        after the others had removed it, or started late) asks to join until admitted."""
+        t = self.cfg.timing
+        next_poll = time.monotonic() + t.join_poll_s
+        while not self._stop.is_set():
+            g = self._group
+            if g is None or g.closed:
+                return
+            try:
+                if g.state == "outside" or g.state == "joining":
+                    members = g.join(timeout=max(t.join_poll_s, 0.5))
+                    log.warning("robot %d (re)admitted to the team: members %s", self.cfg.pid, members)
+                elif t.join_poll_s > 0 and g.is_coordinator and time.monotonic() >= next_poll:
+                    next_poll = time.monotonic() + t.join_poll_s
+                    for pid in g.check_joins(t.join_t, timeout=t.join_t + 2.0):
+                        self.counters.add("members_admitted")
+                        log.warning("robot %d admitted to the team", pid)
+            except CohortError:
+                pass  # a join not yet answered, or a poll cut short: try again
+            self._stop.wait(0.05)
