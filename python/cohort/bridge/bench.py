@@ -3,10 +3,11 @@
 Two robots' applications play ping-pong (one 64-byte sample out, one back, the next ping only
 after the pong): once over Zenoh directly (the two application sessions connected, peer mode),
 once through two bridges (each application on its own robot's Zenoh session, the bridges
-between them over LRT). Half the round trip is one sample's one-way delay; the difference is
-what the bridge adds (two Zenoh hops more, the Python on both ends, LRT on loopback). The
-same run times the bridge's own Python per sample (wire encode and decode). Loopback has no
-loss: this measures the bridge's cost, not the channel (docs/bridge.md).
+between them over LRT), and once over one LRT connection alone (no Zenoh, no bridge), to
+attribute the difference. Half a round trip is one sample's one-way delay; bridged minus
+direct is what the bridge adds (two Zenoh hops more, the Python on both ends, LRT on
+loopback). The same run times the bridge's own Python per sample (wire encode and decode).
+Loopback has no loss: this measures the bridge's cost, not the channel (docs/bridge.md).
 """
 
 from __future__ import annotations
@@ -139,6 +140,27 @@ def run(n: int, warmup: int, size: int) -> dict[str, Any]:
             for br in bridges:
                 br.close()
 
+    # LRT alone, the same ping-pong on one connection (both directions), for attribution.
+    from cohort.lrt import LrtSocket
+
+    secret = os.environ["COHORT_BENCH_SECRET"].encode()
+    server = LrtSocket.listen("127.0.0.1:0", secret=secret, team=7, sender_id=1)
+    host, lport = server.local_addr
+    client = LrtSocket.connect(f"{host}:{lport}", secret=secret, team=7, sender_id=2)
+    server.accept(timeout=10)
+    lrt: list[float] = []
+    try:
+        for i in range(warmup + n):
+            t = time.perf_counter()
+            client.send(payload)
+            server.send(server.recv(timeout=5))
+            client.recv(timeout=5)
+            if i >= warmup:
+                lrt.append((time.perf_counter() - t) * 1e6)
+    finally:
+        client.close()
+        server.close()
+
     # The bridge's own Python per sample: encode on one side, decode on the other.
     s = wire.Sample(key="bench/ping", payload=payload, encoding="zenoh/bytes", priority=5, block=True, origin=1)
     reps = 20000
@@ -157,6 +179,7 @@ def run(n: int, warmup: int, size: int) -> dict[str, Any]:
         "link": "loopback, no loss",
         "direct": d_fig,
         "bridged": b_fig,
+        "lrt_alone": _figures(lrt),
         "added_one_way_us_p50": round((b_fig["rtt_us_p50"] - d_fig["rtt_us_p50"]) / 2, 1),
         "added_one_way_us_p99": round((b_fig["rtt_us_p99"] - d_fig["rtt_us_p99"]) / 2, 1),
         "ratio_rtt_p50_bridged_over_direct": round(b_fig["rtt_us_p50"] / d_fig["rtt_us_p50"], 2),

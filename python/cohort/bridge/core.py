@@ -210,15 +210,16 @@ class Bridge:
             link.signal_stop()
         for th in self._threads:
             th.join(timeout=2)
+        # The group first: a query still waiting on it ends at once (ClosedError).
+        if self._group is not None:
+            self._group.close()
         for link in links:
             link.stop()
         self._in.clear()
         for d in self._out.values():
             d.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._group is not None:
-            self._group.close()
-            self._group = None
+        self._group = None
         if self._session is not None:
             for tok in self._tokens.values():
                 tok.undeclare()
