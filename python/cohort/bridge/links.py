@@ -175,8 +175,9 @@ class OutLink:
             except ClosedError:
                 self.counters.add("dropped_link_down")
                 return
-            except CohortError:
+            except CohortError as e:  # a message LRT refuses (over 16 MiB): this one only
                 self.counters.add("dropped_send_error")
+                log.error("message to robot %d (%s) dropped: %s", self.peer, self.cls.name, e)
 
     def _drain(self) -> int:
         n = 0
