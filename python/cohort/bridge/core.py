@@ -374,8 +374,12 @@ class Bridge:
         try:
             replies, failed = self._ask_team(q)
             for r in replies:
-                query.reply(r.key, r.payload, encoding=r.encoding or None)
-            self.counters.add("query_replies", len(replies))
+                try:
+                    query.reply(r.key, r.payload, encoding=r.encoding or None)
+                    self.counters.add("query_replies")
+                except Exception as e:  # a reply on a key this query does not accept
+                    self.counters.add("query_replies_refused")
+                    log.error("reply on %s to a query on %s refused: %s", r.key, q.key, e)
             if failed:
                 self.counters.add("query_robots_failed", failed)
         except Exception as e:
@@ -448,11 +452,11 @@ class Bridge:
                 replies, failed = self._group_request(q, exclude={self.cfg.pid, q.origin})
             else:
                 failed = 1  # no longer the coordinator: the asker gets what this robot has
-            th.join()
-            replies = local + replies
         except Exception as e:
             self.counters.add("queries_failed")
             log.error("relayed query from robot %d on %s failed: %s", q.origin, q.key, e)
+        th.join()
+        replies = local + replies
         link = self._out[VO.index].get(q.origin)
         if link is not None:
             link.send(wire.encode(wire.Answers(query_id=q.query_id, replies=tuple(replies), failed=failed)), block=True)
