@@ -196,7 +196,8 @@ class OutLink:
         sock = self._sock
         if sock is not None:
             sock.close()
-        self._thread.join(timeout=self.p.handshake_timeout_s + 2)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=self.p.handshake_timeout_s + 2)
 
 
 class InLink:
@@ -277,7 +278,8 @@ class InLink:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2)
+        if self._thread.ident is not None:
+            self._thread.join(timeout=2)
         sock = self._sock
         if sock is not None:
             sock.close()
