@@ -10,8 +10,8 @@ message is worse than none). Each state change prints one line on the bridge's l
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,21 +62,13 @@ class LinkParams:
 
 
 class OutLink:
-    """This robot -> ``peer`` for one traffic class.
-
-    A sample goes straight to LRT from the caller's thread when nothing is queued or being
-    sent (the common case: no thread hand-off); otherwise it joins the link's queue, which
-    the link's own thread empties in order. Either way the class's order is kept.
-    """
+    """This robot -> ``peer`` for one traffic class."""
 
     def __init__(self, peer: int, addr: str, cls: TrafficClass, p: LinkParams, counters: Counters) -> None:
         self.peer, self.addr, self.cls, self.p, self.counters = peer, addr, cls, p, counters
-        # DROP samples may fill the queue to drop_queue_len, BLOCK samples to the larger of
-        # the two lengths (waiting up to block_timeout_s for room).
-        self._max_len = max(p.block_queue_len, p.drop_queue_len)
-        self._cv = threading.Condition()
-        self._q: deque[bytes] = deque()
-        self._busy = False  # a message is being handed to LRT (by a caller or the thread)
+        # One queue keeps the class's order; DROP samples may fill it to drop_queue_len,
+        # BLOCK samples to block_queue_len (waiting up to block_timeout_s for room).
+        self._q: queue.Queue[bytes] = queue.Queue(maxsize=max(p.block_queue_len, p.drop_queue_len))
         self._stop = threading.Event()
         self._up = threading.Event()
         self._sock: LrtSocket | None = None
@@ -93,59 +85,31 @@ class OutLink:
         return self._up.wait(timeout)
 
     def send(self, data: bytes, block: bool) -> bool:
-        """Sends or queues one message; False (and a counted drop) if the link is down or busy."""
+        """Queues one message; False (and a counted drop) if the link is down or busy."""
         if not self._up.is_set():
             self.counters.add("dropped_link_down")
             return False
-        with self._cv:
-            sock = self._sock
-            direct = sock is not None and not self._q and not self._busy
-            if direct:
-                self._busy = True
-            elif not block:
-                if len(self._q) >= self.p.drop_queue_len:
-                    self.counters.add("dropped_congestion")
-                    return False
-                self._q.append(data)
-                self._cv.notify_all()
-                return True
-            else:
-                timeout = self.p.block_timeout_s
-                if not self._cv.wait_for(lambda: len(self._q) < self._max_len, timeout if timeout > 0 else None):
-                    self.counters.add("dropped_block_timeout")
-                    log.error(
-                        "link to robot %d (%s) stayed full for %.1f s: a BLOCK sample dropped",
-                        self.peer,
-                        self.cls.name,
-                        self.p.block_timeout_s,
-                    )
-                    return False
-                self._q.append(data)
-                self._cv.notify_all()
-                return True
-        assert sock is not None
+        if not block:
+            if self._q.qsize() >= self.p.drop_queue_len:
+                self.counters.add("dropped_congestion")
+                return False
+            try:
+                self._q.put_nowait(data)
+            except queue.Full:
+                self.counters.add("dropped_congestion")
+                return False
+            return True
         try:
-            return self._send(sock, data, self.p.block_timeout_s if block else 0.0)
-        finally:
-            with self._cv:
-                self._busy = False
-                self._cv.notify_all()
-
-    def _send(self, sock: LrtSocket, data: bytes, timeout: float) -> bool:
-        """Hands one message to LRT; a full send buffer past ``timeout`` is a counted drop."""
-        try:
-            sock.send(data, timeout=timeout)
-        except CohortTimeout:
-            self.counters.add("dropped_congestion")
+            self._q.put(data, timeout=self.p.block_timeout_s if self.p.block_timeout_s > 0 else None)
+        except queue.Full:
+            self.counters.add("dropped_block_timeout")
+            log.error(
+                "link to robot %d (%s) stayed full for %.1f s: a BLOCK sample dropped",
+                self.peer,
+                self.cls.name,
+                self.p.block_timeout_s,
+            )
             return False
-        except ClosedError:
-            self.counters.add("dropped_link_down")
-            return False
-        except CohortError as e:  # a message LRT refuses (over 16 MiB): this one only
-            self.counters.add("dropped_send_error")
-            log.error("message to robot %d (%s) dropped: %s", self.peer, self.cls.name, e)
-            return False
-        self.counters.add("sent_messages")
         return True
 
     def _connect(self) -> LrtSocket | None:
@@ -173,22 +137,17 @@ class OutLink:
                     announced_down = True
                 self._stop.wait(self.p.reconnect_s)
                 continue
+            self._sock = sock
             if announced_down:
                 log.warning("link to robot %d (%s) up", self.peer, self.cls.name)
             announced_down = False
-            with self._cv:
-                self._sock = sock
             self._up.set()
             self._pump(sock)
             self._up.clear()
-            with self._cv:
-                self._cv.wait_for(lambda: not self._busy, 2.0)
-                self._sock = None
-                # Whatever was still queued had nowhere to go.
-                n = len(self._q)
-                self._q.clear()
-                self._cv.notify_all()
             sock.close()
+            self._sock = None
+            # Whatever was still queued had nowhere to go.
+            n = self._drain()
             if n:
                 self.counters.add("dropped_link_down", n)
             if not self._stop.is_set():
@@ -198,13 +157,9 @@ class OutLink:
 
     def _pump(self, sock: LrtSocket) -> None:
         while not self._stop.is_set():
-            with self._cv:
-                ready = self._cv.wait_for(lambda: bool(self._q) and not self._busy, POLL_S)
-                if ready:
-                    data = self._q.popleft()
-                    self._busy = True
-                    self._cv.notify_all()
-            if not ready:
+            try:
+                data = self._q.get(timeout=POLL_S)
+            except queue.Empty:
                 # Nothing comes back on an outgoing link: receiving only tells whether the
                 # peer closed it or went silent past the idle timeout (`closed` is local).
                 try:
@@ -213,21 +168,25 @@ class OutLink:
                     return
                 continue
             try:
-                ok = self._send(sock, data, max(self.p.block_timeout_s, POLL_S))
-            finally:
-                with self._cv:
-                    self._busy = False
-                    self._cv.notify_all()
-            if not ok and self._link_closed(sock):
+                sock.send(data, timeout=max(self.p.block_timeout_s, POLL_S))
+                self.counters.add("sent_messages")
+            except CohortTimeout:
+                self.counters.add("dropped_congestion")
+            except ClosedError:
+                self.counters.add("dropped_link_down")
                 return
+            except CohortError as e:  # a message LRT refuses (over 16 MiB): this one only
+                self.counters.add("dropped_send_error")
+                log.error("message to robot %d (%s) dropped: %s", self.peer, self.cls.name, e)
 
-    @staticmethod
-    def _link_closed(sock: LrtSocket) -> bool:
-        try:
-            sock.try_recv()
-        except CohortError:
-            return True
-        return False
+    def _drain(self) -> int:
+        n = 0
+        while True:
+            try:
+                self._q.get_nowait()
+                n += 1
+            except queue.Empty:
+                return n
 
     def signal_stop(self) -> None:
         self._stop.set()
