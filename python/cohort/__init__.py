@@ -10,9 +10,9 @@ native module ``cohort._native`` (built by maturin from ``crates/cohort-py``):
 * :mod:`cohort.errors`: the exceptions they raise.
 
 It also holds the tools written in Python: :mod:`cohort.tune` (the OS tuner behind
-``cohort tune``), :mod:`cohort.bridge` (the Zenoh bridge behind ``cohort bridge``) and
-:mod:`cohort.plot` (benchmark charts). Those never load the native
-module, so they work from a checkout without a build.
+``cohort tune``) and :mod:`cohort.plot` (benchmark charts). Those never load the native
+module, so they work from a checkout without a build. :mod:`cohort.bridge` (the Zenoh bridge
+behind ``cohort bridge``) is Python too, over the native sockets.
 """
 
 from __future__ import annotations
