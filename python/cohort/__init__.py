@@ -11,7 +11,8 @@ native module ``cohort._native`` (built by maturin from ``crates/cohort-py``):
 
 It also holds the tools written in Python: :mod:`cohort.tune` (the OS tuner behind
 ``cohort tune``) and :mod:`cohort.plot` (benchmark charts). Those never load the native
-module, so they work from a checkout without a build.
+module, so they work from a checkout without a build. :mod:`cohort.bridge` (the Zenoh bridge
+behind ``cohort bridge``) is Python too, over the native sockets.
 """
 
 from __future__ import annotations

@@ -47,6 +47,13 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// The Zenoh bridge (Python, `cohort.bridge`): `cohort bridge --config FILE`; one per
+    /// robot, carries the configured key expressions across the team on Cohort.
+    #[command(disable_help_flag = true)]
+    Bridge {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -63,6 +70,7 @@ fn main() -> ExitCode {
         Command::Bench(a) => bench::run(a).map_err(Into::into),
         Command::Testbed(a) => testbed_cmd::run(&a).map_err(Into::into),
         Command::Tune { args } => python::run_module("cohort.tune", &args).map_err(Into::into),
+        Command::Bridge { args } => python::run_module("cohort.bridge", &args).map_err(Into::into),
     };
     match result {
         Ok(code) => code,

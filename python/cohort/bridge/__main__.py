@@ -1,0 +1,74 @@
+"""``python -m cohort.bridge --config FILE`` (and ``cohort bridge ...``): run one robot's bridge."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+
+from cohort.errors import CohortError
+
+from .config import BridgeConfigError, load_config
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="cohort bridge",
+        description="Carry a robot's Zenoh key expressions across the team on Cohort (docs/bridge.md).",
+    )
+    p.add_argument("--config", required=True, metavar="FILE", help="the bridge's TOML configuration")
+    p.add_argument("--check", action="store_true", help="validate the configuration, print a summary and exit")
+    p.add_argument("--duration", type=float, metavar="S", help="stop after S seconds (default: until SIGINT/SIGTERM)")
+    p.add_argument("--stats", action="store_true", help="print the counters as one JSON line on exit")
+    p.add_argument("-v", "--verbose", action="store_true", help="log link and membership changes as they happen")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="cohort bridge: %(message)s", stream=sys.stderr
+    )
+    try:
+        cfg = load_config(args.config)
+    except BridgeConfigError as e:
+        print(f"cohort bridge: error: {e}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(
+            f"{args.config}: robot {cfg.pid} of team {cfg.team} (members {cfg.members}); "
+            f"publish {[p.key for p in cfg.publish]}; query {[q.key for q in cfg.query]}; "
+            f"liveliness {cfg.liveliness_prefix}/<pid>"
+        )
+        return 0
+
+    from .core import Bridge
+
+    done = threading.Event()
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        bridge = Bridge(cfg).start()
+    except CohortError as e:
+        print(f"cohort bridge: error: cannot start: {e}", file=sys.stderr)
+        return 1
+    try:
+        print(f"cohort bridge: robot {cfg.pid} up, zenoh id {bridge.zid}", file=sys.stderr, flush=True)
+        done.wait(args.duration)
+    finally:
+        stats = bridge.stats()
+        bridge.close()
+    if args.stats:
+        print(json.dumps(stats), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

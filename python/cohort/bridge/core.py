@@ -1,0 +1,584 @@
+"""The bridge itself: one robot's Zenoh session on one side, the team over Cohort on the other.
+
+See ``docs/bridge.md`` for the design; in short:
+
+* publications on a ``[[publish]]`` key go to every peer over LRT, on the link of their
+  traffic class (:mod:`cohort.bridge.qos`); what arrives is put into the local session;
+* a local ``get`` on a ``[[query]]`` key is asked of every other robot in one group request
+  (GCBRR) by the group's coordinator (a robot that is not the coordinator relays the query to
+  it over LRT and gets the answers back the same way);
+* every member of the group's view is a liveliness token ``<prefix>/<pid>`` in the local
+  session;
+* loops are impossible: the bridge's subscribers and queryables only see what other sessions
+  send (``Locality.REMOTE``), and everything the bridge puts or asks carries a ``source_info``
+  whose sequence number holds the bridge marker; a sample or query bearing it is never
+  bridged again, even when two bridges share one Zenoh network.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from types import TracebackType
+from typing import Any
+
+from cohort.errors import CohortError
+from cohort.errors import TimeoutError as CohortTimeout
+from cohort.group import GroupSocket
+
+from . import wire
+from .config import BridgeConfig
+from .links import Counters, InLink, LinkParams, OutLink
+from .qos import CLASSES, class_of, priority_code, priority_name, to_zenoh_priority
+
+__all__ = ["MARKER_MASK", "MARKER_SN", "Bridge", "is_bridged"]
+
+log = logging.getLogger("cohort.bridge")
+
+# A bridged sample's (or query's) source_info.source_sn: MARKER_SN | origin pid.
+MARKER_SN = 0xC0470000
+MARKER_MASK = 0xFFFF0000
+GROUP_DSCP = 34  # AF41: request-reply rides AC_VI, as in the team scenario
+VO = CLASSES[0]
+
+
+def is_bridged(source_info: Any) -> bool:
+    """True if a sample or query with this ``source_info`` was put or asked by a Cohort bridge."""
+    if source_info is None:
+        return False
+    try:
+        return (int(source_info.source_sn) & MARKER_MASK) == MARKER_SN
+    except (AttributeError, TypeError, ValueError):
+        return False
+
+
+def zenoh_config(cfg: BridgeConfig) -> Any:
+    import zenoh
+
+    z = cfg.zenoh
+    conf = zenoh.Config()
+    conf.insert_json5("mode", json.dumps(z.mode))
+    conf.insert_json5("listen/endpoints", json.dumps(list(z.listen)))
+    conf.insert_json5("connect/endpoints", json.dumps(list(z.connect)))
+    conf.insert_json5("scouting/multicast/enabled", json.dumps(z.multicast_scouting))
+    conf.insert_json5("scouting/gossip/enabled", json.dumps(z.multicast_scouting))
+    return conf
+
+
+class _Pending:
+    """A relayed query waiting for the coordinator's answers."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.answers: wire.Answers | None = None
+
+
+class Bridge:
+    """One robot's bridge. ``Bridge(cfg).start()``, then :meth:`close` (or use ``with``)."""
+
+    def __init__(self, cfg: BridgeConfig) -> None:
+        self.cfg = cfg
+        self.counters = Counters()
+        self._session: Any = None
+        self._source_info: Any = None
+        self._decls: list[Any] = []
+        self._tokens: dict[int, Any] = {}
+        self._group: GroupSocket | None = None
+        self._in: list[InLink] = []
+        self._out: dict[int, dict[int, OutLink]] = {c.index: {} for c in CLASSES}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix=f"bridge-{cfg.pid}-q")
+        self._qids = itertools.count(1)
+        self._pending: dict[int, _Pending] = {}
+        self._lock = threading.Lock()
+        self._publish_keys: list[Any] = []
+
+    # Life cycle.
+
+    def start(self) -> Bridge:
+        """Joins the local Zenoh session, opens every LRT link and the group member, and starts
+        bridging. Raises :class:`cohort.CohortError` (a port taken, a bad address) after undoing
+        what it had opened."""
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _start(self) -> None:
+        import zenoh
+
+        cfg, t = self.cfg, self.cfg.timing
+        params = LinkParams(
+            secret=cfg.secret,
+            team=cfg.team,
+            sender_id=cfg.pid,
+            handshake_timeout_s=t.handshake_timeout_s,
+            idle_timeout_s=t.idle_timeout_s,
+            reconnect_s=t.reconnect_s,
+            block_timeout_s=t.block_timeout_s,
+            drop_queue_len=t.drop_queue_len,
+            block_queue_len=t.block_queue_len,
+        )
+        # Listeners first, so that peers starting at the same time find them.
+        for peer in cfg.peers:
+            for c in CLASSES:
+                link = InLink(
+                    peer.pid,
+                    f"{cfg.address}:{cfg.lrt_port_for(peer.pid, c.index)}",
+                    c,
+                    params,
+                    self.counters,
+                    self._on_message,
+                )
+                self._in.append(link)
+                link.start()
+        self._group = GroupSocket.open(
+            f"{cfg.address}:{cfg.group_port}",
+            f"{cfg.broadcast}:{cfg.group_port}",
+            secret=cfg.secret,
+            team=cfg.team,
+            pid=cfg.pid,
+            members=cfg.members,
+            dscp=GROUP_DSCP,
+            msg_t=t.msg_t,
+            fault_detect_t=t.fault_detect_t,
+            heartbeat_t=t.heartbeat_t,
+        )
+        for peer in cfg.peers:
+            for c in CLASSES:
+                out = OutLink(
+                    peer.pid, f"{peer.address}:{cfg.lrt_port_for(cfg.pid, c.index)}", c, params, self.counters
+                )
+                self._out[c.index][peer.pid] = out
+                out.start()
+
+        self._session = zenoh.open(zenoh_config(cfg))
+        # The publisher is never used to publish: its id names this bridge in source_info.
+        marker = self._session.declare_publisher(f"{cfg.liveliness_prefix}/{cfg.pid}/bridge")
+        self._decls.append(marker)
+        self._source_info = zenoh.SourceInfo(marker.id, MARKER_SN | (cfg.pid & 0xFFFF))
+        for i, p in enumerate(cfg.publish):
+            self._publish_keys.append(zenoh.KeyExpr(p.key))
+            sub = self._session.declare_subscriber(
+                p.key, self._subscriber_callback(i), allowed_origin=zenoh.Locality.REMOTE
+            )
+            self._decls.append(sub)
+        for q in cfg.query:
+            qa = self._session.declare_queryable(
+                q.key, self._queryable_callback(q.timeout_s), complete=False, allowed_origin=zenoh.Locality.REMOTE
+            )
+            self._decls.append(qa)
+        self._spawn(self._serve_group, "group")
+        self._spawn(self._watch_members, "members")
+        self._spawn(self._maintain_group, "join")
+        log.info(
+            "robot %d bridging %d publication and %d query key(s) for team %d (members %s)",
+            cfg.pid,
+            len(cfg.publish),
+            len(cfg.query),
+            cfg.team,
+            cfg.members,
+        )
+
+    def _spawn(self, target: Any, name: str) -> None:
+        th = threading.Thread(target=target, name=f"bridge-{self.cfg.pid}-{name}", daemon=True)
+        self._threads.append(th)
+        th.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Waits until every outgoing link is up; False if some were not within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        for links in self._out.values():
+            for link in links.values():
+                if not link.wait_up(max(0.0, deadline - time.monotonic())):
+                    return False
+        return True
+
+    def close(self) -> None:
+        """Stops bridging: the liveliness tokens vanish with the session, the links close and
+        the group member stops (the others' fault detectors notice). Closing twice does nothing."""
+        self._stop.set()
+        links: list[InLink | OutLink] = [*self._in, *(link for d in self._out.values() for link in d.values())]
+        for link in links:
+            link.signal_stop()
+        for th in self._threads:
+            th.join(timeout=2)
+        # The group first: a query still waiting on it ends at once (ClosedError).
+        if self._group is not None:
+            self._group.close()
+        for link in links:
+            link.stop()
+        self._in.clear()
+        for d in self._out.values():
+            d.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._group = None
+        if self._session is not None:
+            for tok in self._tokens.values():
+                tok.undeclare()
+            self._tokens.clear()
+            self._session.close()
+            self._session = None
+
+    def __enter__(self) -> Bridge:
+        return self.start() if self._session is None else self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # State.
+
+    @property
+    def session(self) -> Any:
+        """The bridge's own Zenoh session (``None`` before :meth:`start`)."""
+        return self._session
+
+    @property
+    def zid(self) -> str:
+        return str(self._session.zid()) if self._session is not None else ""
+
+    def stats(self) -> dict[str, Any]:
+        """Counters (``bridged_out``, ``bridged_in``, ``loops_prevented``, ``dropped_*``,
+        ``queries_*``), the links that are up, and the group's view."""
+        links_up = {c.name: sorted(pid for pid, link in self._out[c.index].items() if link.up) for c in CLASSES}
+        g = self._group
+        return {
+            "pid": self.cfg.pid,
+            "counters": self.counters.snapshot(),
+            "links_up": links_up,
+            "members": g.members if g is not None and not g.closed else [],
+            "coordinator": g.coordinator if g is not None and not g.closed else None,
+        }
+
+    # Publications: local session -> team.
+
+    def _subscriber_callback(self, index: int) -> Any:
+        entry = self.cfg.publish[index]
+        earlier = self._publish_keys[:index]
+
+        def on_sample(sample: Any) -> None:
+            try:
+                self._bridge_out(sample, entry.priority, entry.congestion_control, earlier)
+            except Exception as e:  # never raise into zenoh's thread
+                self.counters.add("dropped_bad_sample")
+                log.error("sample on %s not bridged: %s", sample.key_expr, e)
+
+        return on_sample
+
+    def _bridge_out(self, sample: Any, prio: str | None, cc: str | None, earlier: list[Any]) -> None:
+        import zenoh
+
+        if is_bridged(sample.source_info):
+            self.counters.add("loops_prevented")
+            return
+        # A key matched by two [[publish]] entries goes out once, for the first.
+        if any(k.includes(sample.key_expr) for k in earlier):
+            return
+        code = priority_code(prio or priority_name(sample.priority))
+        block = cc == "block" if cc is not None else sample.congestion_control == zenoh.CongestionControl.BLOCK
+        att = sample.attachment
+        msg = wire.encode(
+            wire.Sample(
+                key=str(sample.key_expr),
+                payload=sample.payload.to_bytes(),
+                encoding=str(sample.encoding),
+                priority=code,
+                block=block,
+                express=bool(sample.express),
+                delete=sample.kind == zenoh.SampleKind.DELETE,
+                attachment=None if att is None else att.to_bytes(),
+                origin=self.cfg.pid,
+            )
+        )
+        self.counters.add("bridged_out")
+        for link in self._out[class_of(code).index].values():
+            link.send(msg, block)
+
+    # LRT -> local session (samples), and the relayed queries and their answers.
+
+    def _on_message(self, peer: int, data: bytes) -> None:
+        try:
+            msg = wire.decode(data)
+        except wire.WireError as e:
+            self.counters.add("dropped_bad_message")
+            log.error("message from robot %d dropped: %s", peer, e)
+            return
+        if isinstance(msg, wire.Sample):
+            self._put_local(msg)
+        elif isinstance(msg, wire.Query):
+            self._pool.submit(self._coordinate_relayed, msg)
+        else:
+            with self._lock:
+                pending = self._pending.get(msg.query_id)
+            if pending is None:
+                self.counters.add("answers_late")
+                return
+            pending.answers = msg
+            pending.done.set()
+
+    def _put_local(self, s: wire.Sample) -> None:
+        import zenoh
+
+        session = self._session
+        if session is None:
+            return
+        cc = zenoh.CongestionControl.BLOCK if s.block else zenoh.CongestionControl.DROP
+        kw: dict[str, Any] = {
+            "congestion_control": cc,
+            "priority": to_zenoh_priority(s.priority),
+            "express": s.express,
+            "attachment": s.attachment,
+            "source_info": self._source_info,
+        }
+        if s.delete:
+            session.delete(s.key, **kw)
+        else:
+            session.put(s.key, s.payload, encoding=s.encoding or None, **kw)
+        self.counters.add("bridged_in")
+
+    # Queries: a local get -> the team.
+
+    def _queryable_callback(self, timeout_s: float) -> Any:
+        def on_query(query: Any) -> None:
+            if is_bridged(query.source_info):
+                self.counters.add("loops_prevented")
+                query.drop()
+                return
+            payload = query.payload
+            att = query.attachment
+            q = wire.Query(
+                query_id=next(self._qids) & 0xFFFFFFFF,
+                origin=self.cfg.pid,
+                timeout_ms=int(timeout_s * 1000),
+                key=str(query.key_expr),
+                parameters=str(query.parameters),
+                payload=None if payload is None else payload.to_bytes(),
+                encoding="" if query.encoding is None else str(query.encoding),
+                attachment=None if att is None else att.to_bytes(),
+            )
+            self.counters.add("queries_asked")
+            self._pool.submit(self._answer_local_query, query, q)
+
+        return on_query
+
+    def _answer_local_query(self, query: Any, q: wire.Query) -> None:
+        try:
+            replies, failed = self._ask_team(q)
+            for r in replies:
+                try:
+                    query.reply(r.key, r.payload, encoding=r.encoding or None)
+                    self.counters.add("query_replies")
+                except Exception as e:  # a reply on a key this query does not accept
+                    self.counters.add("query_replies_refused")
+                    log.error("reply on %s to a query on %s refused: %s", r.key, q.key, e)
+            if failed:
+                self.counters.add("query_robots_failed", failed)
+        except Exception as e:
+            self.counters.add("queries_failed")
+            log.error("query on %s not answered by the team: %s", q.key, e)
+        finally:
+            query.drop()
+
+    def _ask_team(self, q: wire.Query) -> tuple[list[wire.Reply], int]:
+        g = self._group
+        if g is None:
+            return [], 0
+        if g.is_coordinator:
+            return self._group_request(q, exclude={self.cfg.pid})
+        coord = g.coordinator
+        link = self._out[VO.index].get(coord) if coord is not None else None
+        if link is None:
+            raise CohortError(f"no coordinator to relay to (coordinator {coord})", kind="NoCoordinator")
+        pending = _Pending()
+        with self._lock:
+            self._pending[q.query_id] = pending
+        try:
+            if not link.send(wire.encode(q), block=True):
+                raise CohortError(f"the link to coordinator {coord} is down", kind="LinkDown")
+            # The coordinator's own deadline plus one LRT exchange.
+            if not pending.done.wait(q.timeout_ms / 1000 + 1.0):
+                raise CohortTimeout(f"the coordinator (robot {coord}) did not answer", kind="TimedOut")
+            assert pending.answers is not None
+            return list(pending.answers.replies), pending.answers.failed
+        finally:
+            with self._lock:
+                self._pending.pop(q.query_id, None)
+
+    def _group_request(self, q: wire.Query, exclude: set[int]) -> tuple[list[wire.Reply], int]:
+        """The coordinator's side: one group request to every member not in ``exclude``."""
+        g = self._group
+        assert g is not None
+        pids = [p for p in g.members if p not in exclude]
+        replies: list[wire.Reply] = []
+        failed = 0
+        if pids:
+            out = g.request_reply(
+                pids, wire.encode(q), proc_t=self.cfg.timing.query_proc_t, timeout=q.timeout_ms / 1000
+            )
+            self.counters.add("group_requests")
+            for pid in sorted(out.replies):
+                try:
+                    replies.extend(wire.decode_replies(out.replies[pid]))
+                except wire.WireError as e:
+                    failed += 1
+                    log.error("answer of robot %d dropped: %s", pid, e)
+            failed += len(out.failed)
+        return replies, failed
+
+    def _coordinate_relayed(self, q: wire.Query) -> None:
+        """A query another robot relayed: ask the rest of the team and this robot's own
+        session, and send the answers back to it."""
+        replies: list[wire.Reply] = []
+        failed = 0
+        local: list[wire.Reply] = []
+
+        def ask_local() -> None:
+            local.extend(self._local_get(q))
+
+        th = threading.Thread(target=ask_local, name=f"bridge-{self.cfg.pid}-local-get", daemon=True)
+        th.start()
+        try:
+            g = self._group
+            if g is not None and g.is_coordinator:
+                replies, failed = self._group_request(q, exclude={self.cfg.pid, q.origin})
+            else:
+                failed = 1  # no longer the coordinator: the asker gets what this robot has
+        except Exception as e:
+            self.counters.add("queries_failed")
+            log.error("relayed query from robot %d on %s failed: %s", q.origin, q.key, e)
+        th.join()
+        replies = local + replies
+        link = self._out[VO.index].get(q.origin)
+        if link is not None:
+            link.send(wire.encode(wire.Answers(query_id=q.query_id, replies=tuple(replies), failed=failed)), block=True)
+
+    # The member's side of group requests.
+
+    def _serve_group(self) -> None:
+        while not self._stop.is_set():
+            g = self._group
+            if g is None or g.closed:
+                return
+            try:
+                req = g.next_request(timeout=0.1)
+            except CohortTimeout:
+                continue
+            except CohortError:
+                if self._stop.is_set():
+                    return
+                continue
+            self._pool.submit(self._serve_request, req)
+
+    def _serve_request(self, req: Any) -> None:
+        g = self._group
+        try:
+            msg = wire.decode(req.data)
+            if not isinstance(msg, wire.Query):
+                raise wire.WireError("a group request that is not a query")
+            replies = self._local_get(msg)
+        except Exception as e:
+            self.counters.add("dropped_bad_message")
+            log.error("group request dropped: %s", e)
+            replies = []
+        data = wire.encode_replies(replies)
+        limit = self.cfg.timing.max_reply_bytes
+        while len(data) > limit and replies:
+            replies = replies[:-1]
+            self.counters.add("query_replies_truncated")
+            data = wire.encode_replies(replies)
+        if g is not None and not g.closed:
+            try:
+                g.reply(req, data)
+                self.counters.add("queries_served")
+            except CohortError as e:
+                log.error("reply to the coordinator failed: %s", e)
+
+    def _local_get(self, q: wire.Query) -> list[wire.Reply]:
+        """Asks this robot's local session (never this bridge's own queryables)."""
+        import zenoh
+
+        session = self._session
+        if session is None:
+            return []
+        selector = f"{q.key}?{q.parameters}" if q.parameters else q.key
+        timeout = min(self.cfg.timing.local_query_timeout_s, q.timeout_ms / 1000)
+        kw: dict[str, Any] = {}
+        if q.payload is not None:
+            kw["payload"] = q.payload
+            if q.encoding:
+                kw["encoding"] = q.encoding
+        if q.attachment is not None:
+            kw["attachment"] = q.attachment
+        out: list[wire.Reply] = []
+        for r in session.get(
+            selector,
+            target=zenoh.QueryTarget.ALL,
+            consolidation=zenoh.ConsolidationMode.NONE,
+            timeout=timeout,
+            allowed_destination=zenoh.Locality.REMOTE,
+            source_info=self._source_info,
+            **kw,
+        ):
+            if r.ok is not None:
+                out.append(
+                    wire.Reply(key=str(r.ok.key_expr), payload=r.ok.payload.to_bytes(), encoding=str(r.ok.encoding))
+                )
+        return out
+
+    # Membership -> liveliness tokens.
+
+    def _watch_members(self) -> None:
+        prefix = self.cfg.liveliness_prefix
+        while not self._stop.is_set():
+            g, session = self._group, self._session
+            if g is None or session is None or g.closed:
+                return
+            try:
+                members = set(g.members)
+            except CohortError:
+                members = set()
+            members.add(self.cfg.pid)
+            for pid in sorted(members - set(self._tokens)):
+                self._tokens[pid] = session.liveliness().declare_token(f"{prefix}/{pid}")
+                if pid != self.cfg.pid and self._seen_members:
+                    log.warning("robot %d joined the team", pid)
+            for pid in sorted(set(self._tokens) - members):
+                self._tokens.pop(pid).undeclare()
+                self.counters.add("members_lost")
+                log.error("robot %d left the team (its fault detector or a leave)", pid)
+            self._seen_members = True
+            self._stop.wait(0.1)
+
+    _seen_members = False
+
+    def _maintain_group(self) -> None:
+        """Readmits robots whose bridge restarted: the coordinator runs a join poll every
+        ``join_poll_s``; a bridge the group expelled (it restarted with the static member list
+        after the others had removed it, or started late) asks to join until admitted."""
+        t = self.cfg.timing
+        next_poll = time.monotonic() + t.join_poll_s
+        while not self._stop.is_set():
+            g = self._group
+            if g is None or g.closed:
+                return
+            try:
+                if g.state == "outside" or g.state == "joining":
+                    members = g.join(timeout=max(t.join_poll_s, 0.5))
+                    log.warning("robot %d (re)admitted to the team: members %s", self.cfg.pid, members)
+                elif t.join_poll_s > 0 and g.is_coordinator and time.monotonic() >= next_poll:
+                    next_poll = time.monotonic() + t.join_poll_s
+                    for pid in g.check_joins(t.join_t, timeout=t.join_t + 2.0):
+                        self.counters.add("members_admitted")
+                        log.warning("robot %d admitted to the team", pid)
+            except CohortError:
+                pass  # a join not yet answered, or a poll cut short: try again
+            self._stop.wait(0.05)

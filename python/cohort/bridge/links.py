@@ -1,0 +1,285 @@
+"""The bridge's LRT links: one connection per (peer, direction, traffic class).
+
+:class:`OutLink` connects to the peer's listener for this robot and class and sends from a
+bounded queue; :class:`InLink` listens for one peer and class and hands every message it
+receives to a callback. Both reconnect on their own after the peer vanishes; while a link is
+down, what would go over it is dropped and counted (never queued for later: a stale control
+message is worse than none). Each state change prints one line on the bridge's logger.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cohort.errors import ClosedError, CohortError
+from cohort.errors import TimeoutError as CohortTimeout
+from cohort.lrt import LrtSocket
+
+from .qos import TrafficClass
+
+__all__ = ["Counters", "InLink", "OutLink"]
+
+log = logging.getLogger("cohort.bridge")
+
+POLL_S = 0.1
+
+
+class Counters:
+    """Thread-safe named counters (the bridge's ``stats()``)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._c: dict[str, int] = {}
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._c[name] = self._c.get(name, 0) + n
+
+    def get(self, name: str) -> int:
+        with self._lock:
+            return self._c.get(name, 0)
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._c)
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    secret: bytes
+    team: int
+    sender_id: int
+    handshake_timeout_s: float
+    idle_timeout_s: float
+    reconnect_s: float
+    block_timeout_s: float
+    drop_queue_len: int
+    block_queue_len: int
+
+
+class OutLink:
+    """This robot -> ``peer`` for one traffic class."""
+
+    def __init__(self, peer: int, addr: str, cls: TrafficClass, p: LinkParams, counters: Counters) -> None:
+        self.peer, self.addr, self.cls, self.p, self.counters = peer, addr, cls, p, counters
+        # One queue keeps the class's order; DROP samples may fill it to drop_queue_len,
+        # BLOCK samples to block_queue_len (waiting up to block_timeout_s for room).
+        self._q: queue.Queue[bytes] = queue.Queue(maxsize=max(p.block_queue_len, p.drop_queue_len))
+        self._stop = threading.Event()
+        self._up = threading.Event()
+        self._sock: LrtSocket | None = None
+        self._thread = threading.Thread(target=self._run, name=f"bridge-out-{peer}-{cls.name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def up(self) -> bool:
+        return self._up.is_set()
+
+    def wait_up(self, timeout: float) -> bool:
+        return self._up.wait(timeout)
+
+    def send(self, data: bytes, block: bool) -> bool:
+        """Queues one message; False (and a counted drop) if the link is down or busy."""
+        if not self._up.is_set():
+            self.counters.add("dropped_link_down")
+            return False
+        if not block:
+            if self._q.qsize() >= self.p.drop_queue_len:
+                self.counters.add("dropped_congestion")
+                return False
+            try:
+                self._q.put_nowait(data)
+            except queue.Full:
+                self.counters.add("dropped_congestion")
+                return False
+            return True
+        try:
+            self._q.put(data, timeout=self.p.block_timeout_s if self.p.block_timeout_s > 0 else None)
+        except queue.Full:
+            self.counters.add("dropped_block_timeout")
+            log.error(
+                "link to robot %d (%s) stayed full for %.1f s: a BLOCK sample dropped",
+                self.peer,
+                self.cls.name,
+                self.p.block_timeout_s,
+            )
+            return False
+        return True
+
+    def _connect(self) -> LrtSocket | None:
+        try:
+            return LrtSocket.connect(
+                self.addr,
+                secret=self.p.secret,
+                team=self.p.team,
+                sender_id=self.p.sender_id,
+                dscp=self.cls.dscp,
+                priority=self.cls.so_priority,
+                handshake_timeout=self.p.handshake_timeout_s,
+                idle_timeout=self.p.idle_timeout_s,
+            )
+        except CohortError:
+            return None
+
+    def _run(self) -> None:
+        announced_down = False
+        while not self._stop.is_set():
+            sock = self._connect()
+            if sock is None:
+                if not announced_down:
+                    log.error("link to robot %d (%s) at %s: no answer, retrying", self.peer, self.cls.name, self.addr)
+                    announced_down = True
+                self._stop.wait(self.p.reconnect_s)
+                continue
+            self._sock = sock
+            if announced_down:
+                log.warning("link to robot %d (%s) up", self.peer, self.cls.name)
+            announced_down = False
+            self._up.set()
+            self._pump(sock)
+            self._up.clear()
+            sock.close()
+            self._sock = None
+            # Whatever was still queued had nowhere to go.
+            n = self._drain()
+            if n:
+                self.counters.add("dropped_link_down", n)
+            if not self._stop.is_set():
+                self.counters.add("link_failures")
+                log.error("link to robot %d (%s) lost: the peer vanished; reconnecting", self.peer, self.cls.name)
+                announced_down = True
+
+    def _pump(self, sock: LrtSocket) -> None:
+        while not self._stop.is_set():
+            try:
+                data = self._q.get(timeout=POLL_S)
+            except queue.Empty:
+                # Nothing comes back on an outgoing link: receiving only tells whether the
+                # peer closed it or went silent past the idle timeout (`closed` is local).
+                try:
+                    sock.try_recv()
+                except CohortError:
+                    return
+                continue
+            try:
+                sock.send(data, timeout=max(self.p.block_timeout_s, POLL_S))
+                self.counters.add("sent_messages")
+            except CohortTimeout:
+                self.counters.add("dropped_congestion")
+            except ClosedError:
+                self.counters.add("dropped_link_down")
+                return
+            except CohortError as e:  # a message LRT refuses (over 16 MiB): this one only
+                self.counters.add("dropped_send_error")
+                log.error("message to robot %d (%s) dropped: %s", self.peer, self.cls.name, e)
+
+    def _drain(self) -> int:
+        n = 0
+        while True:
+            try:
+                self._q.get_nowait()
+                n += 1
+            except queue.Empty:
+                return n
+
+    def signal_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        sock = self._sock
+        if sock is not None:
+            sock.close()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=self.p.handshake_timeout_s + 2)
+
+
+class InLink:
+    """``peer`` -> this robot for one traffic class: listens, hands messages to ``on_message``."""
+
+    def __init__(
+        self,
+        peer: int,
+        addr: str,
+        cls: TrafficClass,
+        p: LinkParams,
+        counters: Counters,
+        on_message: Callable[[int, bytes], None],
+    ) -> None:
+        self.peer, self.addr, self.cls, self.p, self.counters = peer, addr, cls, p, counters
+        self.on_message = on_message
+        self._stop = threading.Event()
+        self._sock: LrtSocket | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"bridge-in-{peer}-{cls.name}", daemon=True)
+
+    def start(self) -> None:
+        """Binds the listener (raising if the address is taken) and starts receiving."""
+        self._sock = self._listen()
+        self._thread.start()
+
+    def _listen(self) -> LrtSocket:
+        return LrtSocket.listen(
+            self.addr,
+            secret=self.p.secret,
+            team=self.p.team,
+            sender_id=self.p.sender_id,
+            dscp=self.cls.dscp,
+            priority=self.cls.so_priority,
+            handshake_timeout=self.p.handshake_timeout_s,
+            idle_timeout=self.p.idle_timeout_s,
+        )
+
+    def _run(self) -> None:
+        sock = self._sock
+        while not self._stop.is_set():
+            if sock is None:
+                try:
+                    sock = self._sock = self._listen()
+                except CohortError as e:
+                    log.error("cannot listen for robot %d (%s) at %s: %s", self.peer, self.cls.name, self.addr, e)
+                    self._stop.wait(self.p.reconnect_s)
+                    continue
+            try:
+                sock.wait_connected(POLL_S)
+            except CohortTimeout:
+                continue
+            except ClosedError:
+                sock.close()
+                sock = self._sock = None
+                continue
+            self._receive(sock)
+            sock.close()
+            sock = self._sock = None
+
+    def _receive(self, sock: LrtSocket) -> None:
+        while not self._stop.is_set():
+            try:
+                data = sock.recv(timeout=POLL_S)
+            except CohortTimeout:
+                continue
+            except CohortError:
+                return
+            self.counters.add("received_messages")
+            try:
+                self.on_message(self.peer, data)
+            except Exception as e:  # one bad message must not stop the link
+                self.counters.add("dropped_bad_message")
+                log.error("message from robot %d (%s) dropped: %s", self.peer, self.cls.name, e)
+
+    def signal_stop(self) -> None:
+        self._stop.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=2)
+        sock = self._sock
+        if sock is not None:
+            sock.close()

@@ -1,0 +1,584 @@
+"""`cohort bridge`: robots on loopback, each with its own Zenoh session (peer mode, explicit
+endpoints, no scouting) and a bridge over real Cohort sockets (LRT links, a GCBRR group on
+127.255.255.255). Every wait is bounded; tests check behaviour, never timings."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cohort
+from cohort.bridge import Bridge, BridgeConfigError, MissingSecretError, is_bridged, load_config, parse_config, wire
+from cohort.bridge.qos import class_of, priority_code
+
+zenoh = pytest.importorskip("zenoh")
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "bridge test secret, 32 bytes lon"
+WAIT = 10.0
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def lrt_base(pids: list[int]) -> int:
+    """A base port whose LRT ports (base + 4*pid + class) are free on every robot's address."""
+    for _ in range(50):
+        base = random.randrange(20000, 60000, 16)
+        socks = []
+        try:
+            for p in pids:
+                for q in pids:
+                    for c in range(4):
+                        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                        socks.append(s)
+                        s.bind((f"127.0.0.{p}", base + 4 * q + c))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free LRT ports")
+
+
+def zconf(listen: list[str], connect: list[str]) -> Any:
+    conf = zenoh.Config()
+    conf.insert_json5("mode", '"peer"')
+    conf.insert_json5("listen/endpoints", json.dumps(listen))
+    conf.insert_json5("connect/endpoints", json.dumps(connect))
+    conf.insert_json5("scouting/multicast/enabled", "false")
+    conf.insert_json5("scouting/gossip/enabled", "false")
+    return conf
+
+
+class Team:
+    """Configuration files for robots 1..n on 127.0.0.<pid>, each robot's local Zenoh session
+    listening on its own TCP port (the bridge listens, the robot's applications connect)."""
+
+    def __init__(
+        self, tmp: Path, n: int, publish: str = "", query: str = "", zenoh_connect: dict[int, list[int]] | None = None
+    ):
+        self.tmp = tmp
+        self.pids = list(range(1, n + 1))
+        (tmp / "team.key").write_text(SECRET)
+        group_port, base = free_udp_port(), lrt_base(self.pids)
+        self.zport = {p: free_tcp_port() for p in self.pids}
+        self.paths: dict[int, Path] = {}
+        for p in self.pids:
+            peers = "".join(f'[[peer]]\npid = {q}\naddress = "127.0.0.{q}"\n' for q in self.pids if q != p)
+            connect = [f"tcp/127.0.0.1:{self.zport[q]}" for q in (zenoh_connect or {}).get(p, [])]
+            text = f"""
+[robot]
+pid = {p}
+address = "127.0.0.{p}"
+
+[team]
+id = 7
+secret_file = "team.key"
+broadcast = "127.255.255.255"
+group_port = {group_port}
+lrt_port = {base}
+
+{peers}
+[zenoh]
+listen = ["tcp/127.0.0.1:{self.zport[p]}"]
+connect = {json.dumps(connect)}
+
+{publish}
+{query}
+[timing]
+msg_t = 0.01
+fault_detect_t = 1.5
+heartbeat_t = 0.15
+handshake_timeout_s = 2.0
+idle_timeout_s = 3.0
+reconnect_s = 0.2
+"""
+            path = tmp / f"robot{p}.toml"
+            path.write_text(text)
+            self.paths[p] = path
+
+    def app(self, pid: int) -> Any:
+        """An application session on robot ``pid``'s local Zenoh network."""
+        return zenoh.open(zconf([], [f"tcp/127.0.0.1:{self.zport[pid]}"]))
+
+
+@pytest.fixture
+def closing() -> Iterator[Callable[[Any], Any]]:
+    """Registers bridges and sessions to close at the end of the test, in reverse order."""
+    things: list[Any] = []
+
+    def add(x: Any) -> Any:
+        things.append(x)
+        return x
+
+    yield add
+    for x in reversed(things):
+        x.close()
+
+
+def start_team(team: Team, closing: Callable[[Any], Any]) -> list[Bridge]:
+    bridges = [closing(Bridge(load_config(team.paths[p]))) for p in team.pids]
+    for b in bridges:
+        b.start()
+    for b in bridges:
+        assert b.wait_ready(WAIT), b.stats()
+    return bridges
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = WAIT) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return cond()
+
+
+def subscribe(session: Any, key: str) -> list[Any]:
+    got: list[Any] = []
+    session.declare_subscriber(key, got.append)
+    return got
+
+
+def wait_subscribed(bridge: Bridge, pub: Any, key: str) -> None:
+    """Publishes probes until the bridge has seen one: zenoh declarations travel asynchronously."""
+    before = bridge.counters.get("bridged_out")
+
+    def seen() -> bool:
+        pub.put(key, b"probe")
+        return bridge.counters.get("bridged_out") > before
+
+    assert wait_until(seen)
+
+
+PUBLISH = '[[publish]]\nkey = "team/**"\n'
+
+
+def test_publication_arrives_once_in_order_with_its_payload(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    team = Team(tmp_path, 2, publish=PUBLISH)
+    a, b = start_team(team, closing)
+    app_a, app_b = closing(team.app(1)), closing(team.app(2))
+    got = subscribe(app_b, "team/data/**")
+    wait_subscribed(a, app_a, "team/probe")
+    # BLOCK: the bridge waits for room in the link's queue rather than drop (DROP, Zenoh's
+    # default, may drop a burst beyond drop_queue_len, counted).
+    block = zenoh.CongestionControl.BLOCK
+    for i in range(200):
+        app_a.put(
+            "team/data/x",
+            b"%d:" % i + bytes(i),
+            encoding="text/plain",
+            attachment=b"att%d" % i,
+            congestion_control=block,
+        )
+    app_a.delete("team/data/x", congestion_control=block)
+    assert wait_until(lambda: len(got) >= 201)
+    time.sleep(0.3)  # anything duplicated would show by now
+    assert len(got) == 201
+    puts = got[:200]
+    assert [s.payload.to_bytes() for s in puts] == [b"%d:" % i + bytes(i) for i in range(200)]
+    assert all(str(s.key_expr) == "team/data/x" and str(s.encoding) == "text/plain" for s in puts)
+    assert [s.attachment.to_bytes() for s in puts] == [b"att%d" % i for i in range(200)]
+    assert got[200].kind == zenoh.SampleKind.DELETE
+    # What the bridge put carries its marker: another bridge never forwards it.
+    assert all(is_bridged(s.source_info) for s in got)
+    assert b.counters.get("bridged_in") >= 201
+
+
+def test_priority_picks_the_traffic_class_and_drop_vs_block(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    assert [class_of(priority_code(p)).name for p in ("real_time", "interactive_high", "data", "background")] == [
+        "vo",
+        "vo",
+        "be",
+        "bk",
+    ]
+    assert [class_of(priority_code(p)).dscp for p in ("real_time", "interactive_low", "data", "background")] == [
+        46,
+        34,
+        0,
+        8,
+    ]
+    team = Team(tmp_path, 2, publish=PUBLISH)
+    a, _b = start_team(team, closing)
+    app_a, app_b = closing(team.app(1)), closing(team.app(2))
+    got = subscribe(app_b, "team/qos/**")
+    wait_subscribed(a, app_a, "team/probe")
+    before = a.stats()
+    app_a.put("team/qos/rt", b"rt", priority=zenoh.Priority.REAL_TIME, congestion_control=zenoh.CongestionControl.BLOCK)
+    app_a.put("team/qos/bk", b"bk", priority=zenoh.Priority.BACKGROUND)
+    assert wait_until(lambda: len(got) == 2)
+    by_key = {str(s.key_expr): s for s in got}
+    assert by_key["team/qos/rt"].priority == zenoh.Priority.REAL_TIME
+    assert by_key["team/qos/rt"].congestion_control == zenoh.CongestionControl.BLOCK
+    assert by_key["team/qos/bk"].priority == zenoh.Priority.BACKGROUND
+    assert before["links_up"] == {"vo": [2], "vi": [2], "be": [2], "bk": [2]}
+
+
+QUERY = '[[query]]\nkey = "status/**"\ntimeout_s = 3.0\n'
+
+
+def serve_status(session: Any, pid: int) -> Any:
+    def on_query(q: Any) -> None:
+        body = b"" if q.payload is None else q.payload.to_bytes()
+        q.reply(f"status/robot{pid}", b"robot %d ok " % pid + body)
+
+    return session.declare_queryable(f"status/robot{pid}", on_query)
+
+
+def get_all(session: Any, key: str, payload: bytes | None = None) -> dict[str, bytes]:
+    replies = session.get(
+        key,
+        payload=payload,
+        target=zenoh.QueryTarget.ALL,
+        consolidation=zenoh.ConsolidationMode.NONE,
+        timeout=5.0,
+    )
+    return {str(r.ok.key_expr): r.ok.payload.to_bytes() for r in replies if r.ok is not None}
+
+
+@pytest.mark.parametrize("asker", [1, 2])
+def test_get_is_answered_by_the_other_robots(tmp_path: Path, closing: Callable[[Any], Any], asker: int) -> None:
+    """Robot 1 is the group's coordinator; robot 2's queries are relayed through it."""
+    team = Team(tmp_path, 3, query=QUERY)
+    bridges = start_team(team, closing)
+    apps = {p: closing(team.app(p)) for p in team.pids}
+    for p in team.pids:
+        serve_status(apps[p], p)
+    want = {f"status/robot{p}": b"robot %d ok ping" % p for p in team.pids}
+    got: dict[str, bytes] = {}
+
+    def complete() -> bool:
+        got.clear()
+        got.update(get_all(apps[asker], "status/**", b"ping"))
+        return got == want
+
+    assert wait_until(complete, 15.0), got
+    # One reply per robot, no duplicates: the robots' own bridges never answered themselves.
+    replies = apps[asker].get("status/**", payload=b"ping", consolidation=zenoh.ConsolidationMode.NONE, timeout=5.0)
+    keys = sorted(str(r.ok.key_expr) for r in replies if r.ok is not None)
+    assert keys == sorted(want)
+    coord = bridges[0].counters
+    assert coord.get("group_requests") >= 1
+    assert all(b.counters.get("loops_prevented") == 0 for b in bridges)
+
+
+def tokens(session: Any) -> set[str]:
+    return {str(r.ok.key_expr) for r in session.liveliness().get("cohort/team/*", timeout=2.0) if r.ok is not None}
+
+
+def test_liveliness_tokens_follow_the_team(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    team = Team(tmp_path, 3)
+    bridges = start_team(team, closing)
+    app = closing(team.app(1))
+    events: list[tuple[str, bool]] = []
+    app.liveliness().declare_subscriber(
+        "cohort/team/*", lambda s: events.append((str(s.key_expr), s.kind == zenoh.SampleKind.PUT)), history=True
+    )
+    all_three = {"cohort/team/1", "cohort/team/2", "cohort/team/3"}
+    assert wait_until(lambda: tokens(app) == all_three)
+    bridges[2].close()  # robot 3 vanishes: robot 1's fault detector removes it
+    assert wait_until(lambda: tokens(app) == {"cohort/team/1", "cohort/team/2"})
+    assert wait_until(lambda: ("cohort/team/3", False) in events)
+    assert wait_until(lambda: bridges[0].counters.get("members_lost") == 1)
+    bridges[0].close()  # robot 1's own bridge stops: its tokens vanish with its session
+    assert wait_until(lambda: tokens(app) == set())
+
+
+def test_no_loop_when_two_bridges_bridge_the_same_key(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    """The worst case: the two robots' Zenoh networks are joined too (robot 2's bridge session
+    connects to robot 1's), so a sample robot 2's bridge puts reaches robot 1's bridge over
+    Zenoh, as a remote sample: without the marker it would go back over Cohort forever."""
+    team = Team(tmp_path, 2, publish=PUBLISH, zenoh_connect={2: [1]})
+    a, b = start_team(team, closing)
+    app_a = closing(team.app(1))
+    got = subscribe(app_a, "team/loop")
+    wait_subscribed(a, app_a, "team/probe")
+    assert wait_until(lambda: a.counters.get("loops_prevented") >= 1)  # the probes came back
+    time.sleep(0.3)  # the last probes settle
+    n0, out0 = len(got), a.counters.get("bridged_out") + b.counters.get("bridged_out")
+    in0, loops = b.counters.get("bridged_in"), a.counters.get("loops_prevented")
+    app_a.put("team/loop", b"once")
+    assert wait_until(lambda: b.counters.get("bridged_in") == in0 + 1)
+    assert wait_until(lambda: a.counters.get("loops_prevented") > loops)  # robot 2's put came back: stopped
+    time.sleep(0.5)  # a loop would keep the counters moving
+    assert a.counters.get("bridged_out") + b.counters.get("bridged_out") == out0 + 1
+    assert [s.payload.to_bytes() for s in got[n0:]] == [b"once"]
+
+
+# Bad input.
+
+
+def write(tmp_path: Path, text: str, secret: bool = True) -> Path:
+    if secret:
+        (tmp_path / "team.key").write_text(SECRET)
+    p = tmp_path / "bridge.toml"
+    p.write_text(text)
+    return p
+
+
+GOOD = """
+[robot]
+pid = 1
+address = "127.0.0.1"
+[team]
+id = 7
+secret_file = "team.key"
+broadcast = "127.255.255.255"
+group_port = 7600
+lrt_port = 7700
+[[peer]]
+pid = 2
+address = "127.0.0.2"
+[[publish]]
+key = "team/**"
+"""
+
+
+def test_a_good_config_loads(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, GOOD))
+    assert cfg.members == [1, 2] and cfg.secret == SECRET.encode() and cfg.publish[0].key == "team/**"
+    assert cfg.lrt_port_for(2, 3) == 7700 + 4 * 2 + 3
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("[robot\npid = 1", "not valid TOML"),
+        (GOOD + "colour = 'red'\n", r"\[publish\[0\]\.colour\] unknown key"),
+        (GOOD.replace("[robot]", "[robot]\nspeed = 3"), r"\[robot\.speed\] unknown key"),
+        (GOOD + "[extra]\n", r"\[extra\] unknown key"),
+        (GOOD.replace("pid = 1", 'pid = "one"'), r"\[robot\.pid\] must be an integer"),
+        (GOOD.replace('address = "127.0.0.2"', 'address = "robot2"'), r"must be an IPv4 address"),
+        (GOOD.replace('key = "team/**"', 'key = "team/**/"'), r"not a valid Zenoh key expression"),
+        (GOOD.replace("pid = 2", "pid = 1"), r"pid 1 appears twice"),
+        (GOOD + "priority = 'urgent'\n", r"must be one of real_time"),
+        (GOOD.replace("lrt_port = 7700", ""), r"\[team\.lrt_port\] missing"),
+    ],
+)
+def test_bad_config_is_a_typed_error(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(BridgeConfigError, match=match) as e:
+        load_config(write(tmp_path, text))
+    assert isinstance(e.value, cohort.ConfigError) and isinstance(e.value, ValueError)
+    assert e.value.path == str(tmp_path / "bridge.toml")
+
+
+def test_missing_secret_is_a_typed_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(MissingSecretError, match="cannot read the team secret") as e:
+        load_config(write(tmp_path, GOOD, secret=False))
+    assert e.value.kind == "MissingSecret" and e.value.key == "team.secret_file"
+    monkeypatch.delenv("COHORT_BRIDGE_TEST_SECRET", raising=False)
+    env = GOOD.replace('secret_file = "team.key"', 'secret_env = "COHORT_BRIDGE_TEST_SECRET"')
+    with pytest.raises(MissingSecretError, match="COHORT_BRIDGE_TEST_SECRET is not set"):
+        parse_config(env)
+    monkeypatch.setenv("COHORT_BRIDGE_TEST_SECRET", "short")
+    with pytest.raises(MissingSecretError, match="at least 16"):
+        parse_config(env)
+    with pytest.raises(MissingSecretError, match="exactly one"):
+        parse_config(GOOD.replace('secret_file = "team.key"', ""))
+
+
+def test_the_cli_refuses_a_bad_config_with_one_line(tmp_path: Path) -> None:
+    p = write(tmp_path, GOOD + "colour = 'red'\n")
+    r = subprocess.run(
+        [sys.executable, "-m", "cohort.bridge", "--config", str(p)], capture_output=True, text=True, timeout=60
+    )
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("cohort bridge: error: ")
+    assert "unknown key" in r.stderr
+    ok = subprocess.run(
+        [sys.executable, "-m", "cohort.bridge", "--config", str(write(tmp_path, GOOD)), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ok.returncode == 0 and "robot 1 of team 7" in ok.stdout
+
+
+def test_a_bad_message_from_a_peer_is_a_counted_drop(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = load_config(write(tmp_path, GOOD))
+    bridge = Bridge(cfg)  # not started: the message path needs no sockets
+    with caplog.at_level("ERROR", logger="cohort.bridge"):
+        bridge._on_message(2, b"\x01\x09garbage")
+    assert bridge.counters.get("dropped_bad_message") == 1
+    assert len([r for r in caplog.records if "message from robot 2 dropped" in r.message]) == 1
+
+
+def test_wire_round_trips_and_refuses_truncation() -> None:
+    s = wire.Sample(
+        key="a/b", payload=b"\x00\xff", encoding="text/plain", priority=7, block=True, attachment=b"x", origin=3
+    )
+    assert wire.decode(wire.encode(s)) == s
+    q = wire.Query(query_id=9, origin=2, timeout_ms=100, key="a/*", parameters="x=1", payload=b"p", encoding="e")
+    assert wire.decode(wire.encode(q)) == q
+    ans = wire.Answers(query_id=9, replies=(wire.Reply("a/b", b"r", "e"),), failed=1)
+    assert wire.decode(wire.encode(ans)) == ans
+    data = wire.encode(ans)
+    for n in range(len(data) - 1):
+        with pytest.raises(wire.WireError):
+            wire.decode(data[:n])
+
+
+def test_a_peer_that_vanishes_is_counted_drops_and_one_error_line(
+    tmp_path: Path, closing: Callable[[Any], Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    team = Team(tmp_path, 2, publish=PUBLISH)
+    a, b = start_team(team, closing)
+    app_a = closing(team.app(1))
+    wait_subscribed(a, app_a, "team/probe")
+    with caplog.at_level("ERROR", logger="cohort.bridge"):
+        b.close()
+        # Robot 1's links notice (LRT's idle timeout, 3 s here) and the samples are dropped.
+        assert wait_until(lambda: a.stats()["links_up"]["be"] == [], 10.0)
+        for _ in range(5):
+            app_a.put("team/after", b"lost")
+        assert wait_until(lambda: a.counters.get("dropped_link_down") >= 5)
+    lost = [r.message for r in caplog.records if re.search(r"link to robot 2 \(be\) lost", r.message)]
+    assert len(lost) == 1, caplog.records
+
+
+def test_the_docs_code_blocks_run(tmp_path: Path) -> None:
+    """Every code block of docs/bridge.md runs: ``python`` blocks as scripts, ``toml`` blocks
+    load as bridge configurations, ``sh`` blocks in a shell, all from the repository root."""
+    text = (ROOT / "docs" / "bridge.md").read_text()
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)
+    assert len(blocks) >= 4
+    for lang, code in blocks:
+        assert lang in ("python", "toml", "sh"), f"unknown code block language {lang!r}"
+        if lang == "python":
+            r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+            assert r.returncode == 0, f"{code}\n{r.stdout}\n{r.stderr}"
+        elif lang == "toml":
+            (tmp_path / "team.key").write_text(SECRET)
+            p = tmp_path / "block.toml"
+            p.write_text(code)
+            load_config(p)
+        elif lang == "sh":
+            env_bin = str(Path(sys.executable).parent)
+            r = subprocess.run(
+                ["bash", "-euc", code],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env={"PATH": f"{env_bin}:/usr/bin:/bin", "HOME": str(tmp_path)},
+            )
+            assert r.returncode == 0, f"{code}\n{r.stdout}\n{r.stderr}"
+
+
+def test_threads_end_when_the_bridges_close(tmp_path: Path) -> None:
+    team = Team(tmp_path, 2, publish=PUBLISH)
+    before = {t.ident for t in threading.enumerate()}
+    bridges = [Bridge(load_config(team.paths[p])).start() for p in team.pids]
+    for b in bridges:
+        assert b.wait_ready(WAIT)
+    for b in bridges:
+        b.close()
+    assert wait_until(
+        lambda: not [t for t in threading.enumerate() if t.ident not in before and t.name.startswith("bridge")]
+    )
+
+
+def test_drop_meets_a_bounded_queue_and_block_waits_then_drops(caplog: pytest.LogCaptureFixture) -> None:
+    """The congestion-control mapping on one link whose sender is stalled (not started)."""
+    from cohort.bridge.links import Counters, LinkParams, OutLink
+    from cohort.bridge.qos import CLASSES
+
+    p = LinkParams(
+        secret=SECRET.encode(),
+        team=7,
+        sender_id=1,
+        handshake_timeout_s=1.0,
+        idle_timeout_s=1.0,
+        reconnect_s=0.1,
+        block_timeout_s=0.05,
+        drop_queue_len=4,
+        block_queue_len=6,
+    )
+    counters = Counters()
+    link = OutLink(2, "127.0.0.2:9", CLASSES[2], p, counters)
+    assert not link.send(b"x", block=False) and counters.get("dropped_link_down") == 1  # down: dropped
+    link._up.set()  # as if connected, with its sender stalled
+    assert [link.send(b"d%d" % i, block=False) for i in range(6)] == [True] * 4 + [False] * 2
+    assert counters.get("dropped_congestion") == 2
+    # BLOCK samples may fill the queue further (block_queue_len), then wait block_timeout_s.
+    with caplog.at_level("ERROR", logger="cohort.bridge"):
+        assert [link.send(b"b%d" % i, block=True) for i in range(3)] == [True, True, False]
+    assert counters.get("dropped_block_timeout") == 1
+    assert len([r for r in caplog.records if "a BLOCK sample dropped" in r.message]) == 1
+    assert [link._q.get_nowait() for _ in range(6)] == [b"d0", b"d1", b"d2", b"d3", b"b0", b"b1"]  # in order
+
+
+def test_a_get_gets_what_the_live_robots_say(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    """Robot 3 vanishes: once the group has removed it, robot 1's get is answered by 1 and 2."""
+    team = Team(tmp_path, 3, query=QUERY)
+    bridges = start_team(team, closing)
+    apps = {p: closing(team.app(p)) for p in team.pids}
+    for p in team.pids:
+        serve_status(apps[p], p)
+    assert wait_until(lambda: len(get_all(apps[1], "status/**")) == 3, 15.0)
+    bridges[2].close()
+    assert wait_until(lambda: bridges[0].stats()["members"] == [1, 2])
+    assert sorted(get_all(apps[1], "status/**")) == ["status/robot1", "status/robot2"]
+
+
+def test_a_restarted_bridge_is_readmitted(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    """Robot 3's bridge stops and starts again: the group expels the new one (it was removed),
+    it joins on the coordinator's join poll, its token comes back and its links carry again."""
+    team = Team(tmp_path, 3, publish=PUBLISH)
+    bridges = start_team(team, closing)
+    app1, app3 = closing(team.app(1)), closing(team.app(3))
+    got = subscribe(app1, "team/back")
+    bridges[2].close()
+    assert wait_until(lambda: tokens(app1) == {"cohort/team/1", "cohort/team/2"})
+    again = closing(Bridge(load_config(team.paths[3])).start())
+    assert again.wait_ready(WAIT), again.stats()
+    assert wait_until(lambda: tokens(app1) == {"cohort/team/1", "cohort/team/2", "cohort/team/3"})
+    assert wait_until(lambda: again.stats()["members"] == [1, 2, 3])
+    assert wait_until(lambda: bridges[0].counters.get("members_admitted") == 1)
+
+    def arrived() -> bool:
+        app3.put("team/back", b"hello again")
+        return bool(got)
+
+    assert wait_until(arrived)
+    assert got[0].payload.to_bytes() == b"hello again"
+
+
+def test_a_port_taken_is_an_io_error_and_nothing_stays_open(tmp_path: Path) -> None:
+    team = Team(tmp_path, 2, publish=PUBLISH)
+    cfg = load_config(team.paths[1])
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    taken.bind(("127.0.0.1", cfg.lrt_port_for(2, 0)))  # robot 1's listener for robot 2, class vo
+    before = {t.ident for t in threading.enumerate()}
+    try:
+        with pytest.raises(cohort.IoError, match="in use"):
+            Bridge(cfg).start()
+    finally:
+        taken.close()
+    assert wait_until(lambda: not [t for t in threading.enumerate() if t.ident not in before])
+    # The same configuration starts once the port is free: nothing of the failed start remained.
+    Bridge(cfg).start().close()
