@@ -6,6 +6,7 @@ mod bench_migration;
 mod coorp_cmd;
 mod demo;
 mod demo_lrt;
+mod doctor;
 mod group_cmd;
 mod lrt_cmd;
 mod python;
@@ -26,6 +27,10 @@ struct Cli {
 enum Command {
     /// Run the team-stack demonstration on the built-in default scenario.
     Demo(demo::DemoArgs),
+    /// What this machine lets Cohort do: root, namespaces, AF_PACKET, cgroups, SCHED_DEADLINE,
+    /// THP, MPTCP, nftables, the Python side, Rattan and ns-3; what each missing piece
+    /// disables and how to get it.
+    Doctor(doctor::DoctorArgs),
     /// The coded transport over real UDP: `cohort lrt recv --listen ADDR`, `cohort lrt send ADDR`.
     Lrt(lrt_cmd::LrtArgs),
     /// A GCBRR group member over real UDP: `cohort group run --pid N --addr IP:PORT
@@ -63,6 +68,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result: Result<ExitCode, Box<dyn std::error::Error>> = match cli.command {
         Command::Demo(a) => demo::run(&a).map_err(Into::into),
+        Command::Doctor(a) => Ok(doctor::run_doctor(&a)),
         Command::Lrt(a) => lrt_cmd::run(&a).map_err(Into::into),
         Command::Group(a) => group_cmd::run(&a).map_err(Into::into),
         Command::Sim(a) => sim_cmd::run(&a).map_err(Into::into),
