@@ -37,19 +37,9 @@ import threading
 import time
 from typing import Any
 
+from cohort.bridge.zconf import peer_config
+
 PAD_BYTE = 0xA5
-
-
-def _config(listen: list[str], connect: list[str]) -> Any:
-    import zenoh
-
-    conf = zenoh.Config()
-    conf.insert_json5("mode", '"peer"')
-    conf.insert_json5("listen/endpoints", json.dumps(listen))
-    conf.insert_json5("connect/endpoints", json.dumps(connect))
-    conf.insert_json5("scouting/multicast/enabled", "false")
-    conf.insert_json5("scouting/gossip/enabled", "false")
-    return conf
 
 
 def run_queryable(listen: str, key: str, reply_len: int, stop_after: float) -> int:
@@ -64,7 +54,7 @@ def run_queryable(listen: str, key: str, reply_len: int, stop_after: float) -> i
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     reply = bytes([PAD_BYTE]) * reply_len
-    session = zenoh.open(_config([listen], []))
+    session = zenoh.open(peer_config([listen], []))
     try:
 
         def on_query(query: Any) -> None:
@@ -112,7 +102,7 @@ def run_get(
 
     deadline = time.monotonic() + timeout_s
     payload = bytes([PAD_BYTE]) * request_len
-    session = zenoh.open(_config([], connect))
+    session = zenoh.open(peer_config([], connect))
     latencies_ms: list[float] = []
     total_s = 0.0
     try:

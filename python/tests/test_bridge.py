@@ -21,6 +21,7 @@ import pytest
 import cohort
 from cohort.bridge import Bridge, BridgeConfigError, MissingSecretError, is_bridged, load_config, parse_config, wire
 from cohort.bridge.qos import class_of, priority_code
+from cohort.bridge.zconf import peer_config
 
 zenoh = pytest.importorskip("zenoh")
 
@@ -62,16 +63,6 @@ def lrt_base(pids: list[int]) -> int:
             for s in socks:
                 s.close()
     raise RuntimeError("no free LRT ports")
-
-
-def zconf(listen: list[str], connect: list[str]) -> Any:
-    conf = zenoh.Config()
-    conf.insert_json5("mode", '"peer"')
-    conf.insert_json5("listen/endpoints", json.dumps(listen))
-    conf.insert_json5("connect/endpoints", json.dumps(connect))
-    conf.insert_json5("scouting/multicast/enabled", "false")
-    conf.insert_json5("scouting/gossip/enabled", "false")
-    return conf
 
 
 class Team:
@@ -123,7 +114,7 @@ reconnect_s = 0.2
 
     def app(self, pid: int) -> Any:
         """An application session on robot ``pid``'s local Zenoh network."""
-        return zenoh.open(zconf([], [f"tcp/127.0.0.1:{self.zport[pid]}"]))
+        return zenoh.open(peer_config([], [f"tcp/127.0.0.1:{self.zport[pid]}"]))
 
 
 @pytest.fixture

@@ -154,18 +154,10 @@ impl Decoder {
         v
     }
 
-    /// Takes buffers from `buffers` until this coder holds `spare` unused ones (or `buffers`
-    /// runs out): a connection keeps one pool for all its coders and tops each up before
-    /// it pushes a symbol, so that no coder allocates while another has buffers to spare.
+    /// Takes buffers from `buffers` until this decoder holds `spare` unused ones (or `buffers`
+    /// runs out); see [`crate::encoder::top_up`].
     pub fn add_buffers(&mut self, buffers: &mut Vec<Box<[u8]>>, spare: usize) {
-        let size = self.cfg.symbol_size;
-        while self.spare.len() < spare {
-            match buffers.pop() {
-                Some(b) if b.len() == size => self.spare.push(b),
-                Some(_) => {}
-                None => break,
-            }
-        }
+        crate::encoder::top_up(&mut self.spare, buffers, spare, self.cfg.symbol_size);
     }
 
     /// Symbol buffers held by this decoder.

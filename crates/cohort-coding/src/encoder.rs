@@ -94,6 +94,20 @@ impl RepairInfo {
     }
 }
 
+/// Moves symbol buffers of `size` bytes from `from` into `spare` until it holds `want` (or
+/// `from` runs out), dropping any of another size. A connection keeps one pool for all its
+/// coders and tops each up before it pushes a symbol, so that no coder allocates while another
+/// has buffers to spare.
+pub(crate) fn top_up(spare: &mut Vec<Box<[u8]>>, from: &mut Vec<Box<[u8]>>, want: usize, size: usize) {
+    while spare.len() < want {
+        match from.pop() {
+            Some(b) if b.len() == size => spare.push(b),
+            Some(_) => {}
+            None => break,
+        }
+    }
+}
+
 /// Sliding-window RLNC encoder.
 ///
 /// Source symbols are numbered from 0 in the order they are [pushed](Self::push) (the
@@ -152,18 +166,10 @@ impl Encoder {
         v
     }
 
-    /// Takes buffers from `buffers` until this coder holds `spare` unused ones (or `buffers`
-    /// runs out): a connection keeps one pool for all its coders and tops each up before
-    /// it pushes a symbol, so that no coder allocates while another has buffers to spare.
+    /// Takes buffers from `buffers` until this encoder holds `spare` unused ones (or `buffers`
+    /// runs out); see [`top_up`].
     pub fn add_buffers(&mut self, buffers: &mut Vec<Box<[u8]>>, spare: usize) {
-        let size = self.cfg.symbol_size;
-        while self.spare.len() < spare {
-            match buffers.pop() {
-                Some(b) if b.len() == size => self.spare.push(b),
-                Some(_) => {}
-                None => break,
-            }
-        }
+        top_up(&mut self.spare, buffers, spare, self.cfg.symbol_size);
     }
 
     /// Symbol buffers held by this encoder.

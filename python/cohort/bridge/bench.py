@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cohort.bridge.zconf import peer_config
+
 from . import wire
 from .config import load_config
 from .core import Bridge
@@ -38,13 +40,7 @@ def _free_port(kind: int) -> int:
 def _session(listen: list[str], connect: list[str]) -> Any:
     import zenoh
 
-    conf = zenoh.Config()
-    conf.insert_json5("mode", '"peer"')
-    conf.insert_json5("listen/endpoints", json.dumps(listen))
-    conf.insert_json5("connect/endpoints", json.dumps(connect))
-    conf.insert_json5("scouting/multicast/enabled", "false")
-    conf.insert_json5("scouting/gossip/enabled", "false")
-    return zenoh.open(conf)
+    return zenoh.open(peer_config(listen, connect))
 
 
 def _ping_pong(a: Any, b: Any, n: int, warmup: int, payload: bytes) -> list[float]:

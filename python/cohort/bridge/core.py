@@ -18,7 +18,6 @@ See ``docs/bridge.md`` for the design; in short:
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import threading
 import time
@@ -34,6 +33,7 @@ from . import wire
 from .config import BridgeConfig
 from .links import Counters, InLink, LinkParams, OutLink
 from .qos import CLASSES, class_of, priority_code, priority_name, to_zenoh_priority
+from .zconf import peer_config
 
 __all__ = ["MARKER_MASK", "MARKER_SN", "Bridge", "is_bridged"]
 
@@ -57,16 +57,8 @@ def is_bridged(source_info: Any) -> bool:
 
 
 def zenoh_config(cfg: BridgeConfig) -> Any:
-    import zenoh
-
     z = cfg.zenoh
-    conf = zenoh.Config()
-    conf.insert_json5("mode", json.dumps(z.mode))
-    conf.insert_json5("listen/endpoints", json.dumps(list(z.listen)))
-    conf.insert_json5("connect/endpoints", json.dumps(list(z.connect)))
-    conf.insert_json5("scouting/multicast/enabled", json.dumps(z.multicast_scouting))
-    conf.insert_json5("scouting/gossip/enabled", json.dumps(z.multicast_scouting))
-    return conf
+    return peer_config(list(z.listen), list(z.connect), mode=z.mode, scouting=z.multicast_scouting)
 
 
 class _Pending:

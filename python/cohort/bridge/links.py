@@ -61,6 +61,21 @@ class LinkParams:
     block_queue_len: int
 
 
+def _open(how: Callable[..., LrtSocket], addr: str, p: LinkParams, cls: TrafficClass) -> LrtSocket:
+    """``LrtSocket.connect`` or ``LrtSocket.listen`` on ``addr`` with the link's keys, marking
+    and timeouts."""
+    return how(
+        addr,
+        secret=p.secret,
+        team=p.team,
+        sender_id=p.sender_id,
+        dscp=cls.dscp,
+        priority=cls.so_priority,
+        handshake_timeout=p.handshake_timeout_s,
+        idle_timeout=p.idle_timeout_s,
+    )
+
+
 class OutLink:
     """This robot -> ``peer`` for one traffic class."""
 
@@ -114,16 +129,7 @@ class OutLink:
 
     def _connect(self) -> LrtSocket | None:
         try:
-            return LrtSocket.connect(
-                self.addr,
-                secret=self.p.secret,
-                team=self.p.team,
-                sender_id=self.p.sender_id,
-                dscp=self.cls.dscp,
-                priority=self.cls.so_priority,
-                handshake_timeout=self.p.handshake_timeout_s,
-                idle_timeout=self.p.idle_timeout_s,
-            )
+            return _open(LrtSocket.connect, self.addr, self.p, self.cls)
         except CohortError:
             return None
 
@@ -225,16 +231,7 @@ class InLink:
         self._thread.start()
 
     def _listen(self) -> LrtSocket:
-        return LrtSocket.listen(
-            self.addr,
-            secret=self.p.secret,
-            team=self.p.team,
-            sender_id=self.p.sender_id,
-            dscp=self.cls.dscp,
-            priority=self.cls.so_priority,
-            handshake_timeout=self.p.handshake_timeout_s,
-            idle_timeout=self.p.idle_timeout_s,
-        )
+        return _open(LrtSocket.listen, self.addr, self.p, self.cls)
 
     def _run(self) -> None:
         sock = self._sock
