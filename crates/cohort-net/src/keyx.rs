@@ -276,6 +276,27 @@ impl KeyExchange {
         }
     }
 
+    /// A listener's lobby: if `datagram` is the first under one of the half-open sessions,
+    /// opens it and hands that session out as `fresh` (a key exchange made for the new
+    /// connection), keeping the other half-open sessions for their own initiators. `None` (and
+    /// nothing changed) if no half-open session is the datagram's or it does not open.
+    pub fn take_session(&mut self, datagram: &mut [u8], mut fresh: KeyExchange) -> Option<(KeyExchange, OpenedHeader)> {
+        let also = self.also_kind;
+        let State::Responding(half) = &mut self.state else { return None };
+        let life = cohort_wire::frame::Frame::new_checked(&*datagram).ok().map(|f| (f.sender_id(), f.epoch()))?;
+        let i = half.iter().position(|h| h.life == life)?;
+        let o = half[i].secure.open_with(datagram, also)?;
+        let opened = OpenedHeader {
+            kind: o.kind,
+            life: (o.sender_id, o.epoch),
+            pn: o.packet_number,
+            len: o.payload.len(),
+            established: true,
+        };
+        fresh.state = State::Established(half.swap_remove(i).secure);
+        Some((fresh, opened))
+    }
+
     /// Frame counters of the team key and the session's (or half-open sessions') keys, and
     /// every rejection together.
     pub fn counters(&self) -> (cohort_wire::frame::RejectCounters, u64) {

@@ -25,6 +25,6 @@ pub mod timer;
 
 pub use group::{GroupConfig, GroupError, GroupSocket, GroupSocketStats, Start};
 pub use keyx::KeyExchangeStats;
-pub use lrt::{LrtSocket, NetError, SocketConfig, SocketStats};
+pub use lrt::{ListenerStats, LrtListener, LrtSocket, NetError, SocketConfig, SocketStats};
 pub use mp::{MpLrtSocket, MpSocketStats};
 pub use secure::Secure;

@@ -1,6 +1,10 @@
 //! `LrtSocket`: one LRT connection over a UDP socket.
 
 use crate::endpoint;
+
+mod listener;
+pub use listener::{ListenerStats, LrtListener};
+
 use crate::keyx::{Handshake, KeyExchange, KeyExchangeStats};
 use crate::secure::SecureError;
 use crate::shared::Shared;
@@ -501,64 +505,70 @@ fn on_path(g: &mut Inner, sock: &UdpSocket, from: SocketAddr, payload: &[u8]) {
 fn receive(shared: &Shared<Inner>, sock: &UdpSocket, buf: &mut [u8]) {
     crate::shared::drain(sock, buf, |datagram, from| {
         let mut g = shared.lock();
-        g.stats.datagrams_received += 1;
-        g.stats.wire_bytes_received += datagram.len() as u64;
         let now = shared.clock.now();
-        if KeyExchange::is_handshake(datagram) {
-            let timeout = g.conn.config().handshake_timeout;
-            let mut out = [0u8; crate::keyx::HANDSHAKE_DATAGRAM];
-            match g.keyx.on_handshake(datagram, now, timeout, &mut out) {
-                Handshake::Answer(n) => {
-                    send_datagram(&mut g.stats, sock, from, &out[..n]);
-                }
-                Handshake::Established(life) => {
-                    if let Some((addr, _)) = g.peer {
-                        g.peer = Some((addr, Some(life)));
-                    }
-                }
-                Handshake::Nothing => {}
-            }
-            return;
-        }
-        let Some(o) = g.keyx.open(datagram) else {
-            return;
-        };
-        if o.established {
-            g.peer = Some((from, Some(o.life)));
-        }
-        let payload = o.payload(datagram);
-        let life = Some(o.life);
-        if o.kind == kind::PATH {
-            match g.peer {
-                Some((_, known)) if known.is_some() && known == life => on_path(&mut g, sock, from, payload),
-                _ => g.stats.foreign_sender += 1,
-            }
-            return;
-        }
-        match g.peer {
-            Some((addr, None)) if addr == from => g.peer = Some((addr, life)),
-            Some((addr, known)) if known.is_some() && known == life => {
-                // A move (a NAT rebinding, a drone changing access point): the peer's life
-                // spoke from a new address with its newest packet, which only a holder of the
-                // session's key can seal, and no replay can be. Before answering there, make
-                // sure the peer receives there too (a datagram whose source an on-path
-                // attacker rewrote must not redirect the connection).
-                let newest = g.keyx.secure().is_some_and(|sec| sec.is_newest(o.life.0, o.life.1, o.pn));
-                if addr != from && newest {
-                    challenge(&mut g, sock, from, now);
-                }
-                if let Some(p) = g.path.as_mut()
-                    && p.addr == from
-                {
-                    p.bytes_in += datagram.len() as u64;
-                }
-            }
-            None => g.peer = Some((from, life)),
-            Some(_) => {
-                g.stats.foreign_sender += 1;
-                return;
-            }
-        }
-        g.conn.handle_packet(now, o.pn, payload);
+        on_datagram(&mut g, sock, datagram, from, now);
     });
+}
+
+/// One datagram for this connection: the key exchange, a path datagram, or the peer's LRT
+/// packet (counted, opened, handed to the connection).
+fn on_datagram(g: &mut Inner, sock: &UdpSocket, datagram: &mut [u8], from: SocketAddr, now: cohort_time::Instant) {
+    g.stats.datagrams_received += 1;
+    g.stats.wire_bytes_received += datagram.len() as u64;
+    if KeyExchange::is_handshake(datagram) {
+        let timeout = g.conn.config().handshake_timeout;
+        let mut out = [0u8; crate::keyx::HANDSHAKE_DATAGRAM];
+        match g.keyx.on_handshake(datagram, now, timeout, &mut out) {
+            Handshake::Answer(n) => {
+                send_datagram(&mut g.stats, sock, from, &out[..n]);
+            }
+            Handshake::Established(life) => {
+                if let Some((addr, _)) = g.peer {
+                    g.peer = Some((addr, Some(life)));
+                }
+            }
+            Handshake::Nothing => {}
+        }
+        return;
+    }
+    let Some(o) = g.keyx.open(datagram) else {
+        return;
+    };
+    if o.established {
+        g.peer = Some((from, Some(o.life)));
+    }
+    let payload = o.payload(datagram);
+    let life = Some(o.life);
+    if o.kind == kind::PATH {
+        match g.peer {
+            Some((_, known)) if known.is_some() && known == life => on_path(g, sock, from, payload),
+            _ => g.stats.foreign_sender += 1,
+        }
+        return;
+    }
+    match g.peer {
+        Some((addr, None)) if addr == from => g.peer = Some((addr, life)),
+        Some((addr, known)) if known.is_some() && known == life => {
+            // A move (a NAT rebinding, a drone changing access point): the peer's life
+            // spoke from a new address with its newest packet, which only a holder of the
+            // session's key can seal, and no replay can be. Before answering there, make
+            // sure the peer receives there too (a datagram whose source an on-path
+            // attacker rewrote must not redirect the connection).
+            let newest = g.keyx.secure().is_some_and(|sec| sec.is_newest(o.life.0, o.life.1, o.pn));
+            if addr != from && newest {
+                challenge(g, sock, from, now);
+            }
+            if let Some(p) = g.path.as_mut()
+                && p.addr == from
+            {
+                p.bytes_in += datagram.len() as u64;
+            }
+        }
+        None => g.peer = Some((from, life)),
+        Some(_) => {
+            g.stats.foreign_sender += 1;
+            return;
+        }
+    }
+    g.conn.handle_packet(now, o.pn, payload);
 }

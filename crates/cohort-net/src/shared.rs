@@ -17,7 +17,8 @@ pub(crate) struct Shared<T> {
     /// Tasks waiting for a change.
     tasks: Mutex<Vec<std::task::Waker>>,
     /// Wakes the driver (new work for it).
-    pub waker: Waker,
+    /// Wakes the driver's poll; one per poll, so the connections one driver serves share it.
+    pub waker: std::sync::Arc<Waker>,
     pub clock: cohort_time::Clock,
 }
 
@@ -31,13 +32,13 @@ pub(crate) enum Wait {
 }
 
 impl<T> Shared<T> {
-    pub fn new(inner: T, waker: Waker) -> Self {
+    pub fn new(inner: T, waker: impl Into<std::sync::Arc<Waker>>) -> Self {
         Shared {
             inner: Mutex::new(inner),
             changed: Condvar::new(),
             generation: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
-            waker,
+            waker: waker.into(),
             clock: cohort_time::Clock::start(),
         }
     }

@@ -378,3 +378,139 @@ fn a_spoofed_source_address_does_not_redirect_the_connection() {
         "{to_attacker} bytes sent to a spoofed address that sent {spoofed}: {s:?}"
     );
 }
+
+/// One port, three robots: a listener hands out one connection per robot, each carries its
+/// messages both ways once and in order, and the port's counters say so.
+#[test]
+fn one_listener_serves_several_robots_each_once_in_order() {
+    use cohort_net::LrtListener;
+    let listener = LrtListener::bind("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let addr = listener.local_addr();
+    let robots: Vec<_> = (0..3u32)
+        .map(|r| {
+            std::thread::spawn(move || {
+                let c = LrtSocket::connect(addr, cfg(10 + r)).unwrap();
+                c.send(&r.to_be_bytes()).unwrap();
+                for i in 0..400u32 {
+                    c.send(&msg(i * 7 + r, 300)).unwrap();
+                }
+                for i in 0..50u32 {
+                    assert_eq!(c.recv_timeout(Some(Duration::from_secs(10))).unwrap(), msg(i + r, 100), "robot {r}");
+                }
+                c.flush(Some(Duration::from_secs(10))).unwrap();
+            })
+        })
+        .collect();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let s = listener.accept(Some(Duration::from_secs(10))).unwrap();
+        let r = u32::from_be_bytes(s.recv_timeout(Some(Duration::from_secs(10))).unwrap().try_into().unwrap());
+        for i in 0..400u32 {
+            assert_eq!(s.recv_timeout(Some(Duration::from_secs(10))).unwrap(), msg(i * 7 + r, 300), "from robot {r}");
+        }
+        for i in 0..50u32 {
+            s.send(&msg(i + r, 100)).unwrap();
+        }
+        // The robot checks it got them (it may close the moment it has, so no flush here).
+        assert_eq!(s.local_addr(), addr);
+        seen.push((r, s));
+    }
+    for h in robots {
+        h.join().unwrap();
+    }
+    let mut ids: Vec<u32> = seen.iter().map(|(r, _)| *r).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [0, 1, 2]);
+    assert_eq!(listener.stats().0.connections, 3);
+}
+
+/// A robot whose process restarts (a new life of the same sender id) connects to the same
+/// port again and gets a new connection; its old one ends on its own (here: closed by the old
+/// process), not by taking the new one over, and the port keeps serving.
+#[test]
+fn a_restarted_robot_connects_again_to_the_same_listener() {
+    use cohort_net::LrtListener;
+    let listener = LrtListener::bind("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let addr = listener.local_addr();
+    for life in 0..3u32 {
+        let c = LrtSocket::connect(addr, cfg(2)).unwrap();
+        let s = listener.accept(Some(Duration::from_secs(10))).unwrap();
+        for i in 0..200u32 {
+            c.send(&msg(i + life, 200)).unwrap();
+        }
+        for i in 0..200u32 {
+            assert_eq!(s.recv_timeout(Some(Duration::from_secs(10))).unwrap(), msg(i + life, 200), "life {life}");
+        }
+        c.flush(Some(Duration::from_secs(10))).unwrap();
+        drop(c);
+        assert!(matches!(s.recv_timeout(Some(Duration::from_secs(10))), Err(NetError::Closed(CloseReason::Peer(_)))));
+    }
+    // A crash leaves the old connection open at the listener: the new life still connects
+    // at once, beside it (the old one would end by its idle timeout).
+    let crashed = LrtSocket::connect(addr, cfg(2)).unwrap();
+    let old = listener.accept(Some(Duration::from_secs(10))).unwrap();
+    let restarted = LrtSocket::connect(addr, cfg(2)).unwrap();
+    let new = listener.accept(Some(Duration::from_secs(10))).unwrap();
+    restarted.send(b"after the restart").unwrap();
+    assert_eq!(new.recv_timeout(Some(Duration::from_secs(10))).unwrap(), b"after the restart");
+    crashed.send(b"the old life").unwrap();
+    assert_eq!(old.recv_timeout(Some(Duration::from_secs(10))).unwrap(), b"the old life");
+    drop((crashed, restarted, old, new));
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while listener.stats().1 > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (st, open) = listener.stats();
+    assert_eq!((st.connections, open), (5, 0), "{st:?}");
+}
+
+/// A robot that moves (a rebinding NAT) while connected to a listener keeps its connection:
+/// datagrams are routed by the life they are sealed for, not by address.
+#[test]
+fn a_listener_follows_a_robot_that_moves() {
+    use cohort_net::LrtListener;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let listener = LrtListener::bind("127.0.0.1:0".parse().unwrap(), cfg(1)).unwrap();
+    let (nat, h) = rebinding_nat(listener.local_addr(), 200, stop.clone());
+    let c = LrtSocket::connect(nat, cfg(2)).unwrap();
+    let s = listener.accept(Some(Duration::from_secs(10))).unwrap();
+    let first = s.peer_addr().unwrap();
+    for i in 0..2000u32 {
+        c.send(&msg(i, 300)).unwrap();
+    }
+    for i in 0..2000u32 {
+        assert_eq!(s.recv_timeout(Some(Duration::from_secs(10))).unwrap(), msg(i, 300), "message {i}");
+    }
+    c.flush(Some(Duration::from_secs(10))).expect("acknowledgements reach the robot at its new address");
+    assert_eq!(s.stats().migrations, 1);
+    assert_ne!(s.peer_addr().unwrap(), first);
+    assert_eq!(listener.stats().0.connections, 1, "one connection, however many addresses");
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+}
+
+/// Bad input on a listener: a peer without the team secret never gets a connection (its
+/// message 1 is not even answered), stray datagrams are counted, and a full listener refuses
+/// (and counts) a new peer instead of growing.
+#[test]
+fn a_listener_refuses_outsiders_strays_and_peers_beyond_its_limit() {
+    use cohort_net::LrtListener;
+    let listener = LrtListener::bind_with_limit("127.0.0.1:0".parse().unwrap(), cfg(1), 1).unwrap();
+    let addr = listener.local_addr();
+    let mut bad = SocketConfig::new(b"not the team secret at all".to_vec(), 9, 5);
+    bad.lrt.handshake_timeout = Duration::from_millis(400);
+    assert!(matches!(LrtSocket::connect(addr, bad), Err(NetError::Closed(CloseReason::HandshakeTimedOut))));
+    let stray = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    stray.send_to(&[2u8; 64], addr).unwrap();
+    let first = LrtSocket::connect(addr, cfg(2)).unwrap();
+    let _s = listener.accept(Some(Duration::from_secs(10))).unwrap();
+    let mut late = cfg(3);
+    late.lrt.handshake_timeout = Duration::from_millis(600);
+    assert!(LrtSocket::connect(addr, late).is_err(), "a second peer beyond the limit gets no connection");
+    assert!(matches!(listener.accept(Some(Duration::from_millis(100))), Err(NetError::TimedOut)));
+    let (st, open) = listener.stats();
+    assert_eq!((st.connections, open), (1, 1), "{st:?}");
+    assert!(st.refused >= 1 && st.unrouted >= 1, "{st:?}");
+    first.send(b"still served").unwrap();
+    assert!(LrtListener::bind_with_limit("127.0.0.1:0".parse().unwrap(), cfg(1), 0).is_err());
+}
