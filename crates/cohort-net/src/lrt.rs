@@ -1,10 +1,6 @@
 //! `LrtSocket`: one LRT connection over a UDP socket.
 
 use crate::endpoint;
-
-mod listener;
-pub use listener::{ListenerStats, LrtListener};
-
 use crate::keyx::{Handshake, KeyExchange, KeyExchangeStats};
 use crate::secure::SecureError;
 use crate::shared::Shared;
@@ -20,6 +16,9 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
+
+mod listener;
+pub use listener::{ListenerStats, LrtListener};
 
 const SOCKET: Token = Token(0);
 const TIMER: Token = Token(1);
