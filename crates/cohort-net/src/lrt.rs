@@ -178,6 +178,29 @@ pub(crate) fn bind(addr: SocketAddr, cfg: &SocketConfig) -> Result<std::net::Udp
     Ok(s.into())
 }
 
+/// A driver's socket, poll, timer and waker (a socket's own, or a listener's for all its
+/// connections).
+struct Io {
+    local: SocketAddr,
+    sock: UdpSocket,
+    poll: Poll,
+    timer: TimerFd,
+    waker: Arc<Waker>,
+}
+
+impl Io {
+    fn new(std_sock: std::net::UdpSocket) -> Result<Self, NetError> {
+        let local = std_sock.local_addr()?;
+        let mut sock = UdpSocket::from_std(std_sock);
+        let poll = Poll::new()?;
+        let timer = TimerFd::new()?;
+        poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
+        poll.registry().register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+        Ok(Io { local, sock, poll, timer, waker })
+    }
+}
+
 impl LrtSocket {
     fn start(
         std_sock: std::net::UdpSocket,
@@ -185,13 +208,7 @@ impl LrtSocket {
         cfg: &SocketConfig,
         peer: Option<SocketAddr>,
     ) -> Result<Self, NetError> {
-        let local = std_sock.local_addr()?;
-        let mut sock = UdpSocket::from_std(std_sock);
-        let poll = Poll::new()?;
-        let timer = TimerFd::new()?;
-        poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
-        poll.registry().register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
-        let waker = Waker::new(poll.registry(), WAKE)?;
+        let Io { local, sock, poll, timer, waker } = Io::new(std_sock)?;
         let keyx = KeyExchange::new(
             &cfg.team_secret,
             cfg.team_id,

@@ -13,18 +13,16 @@
 //! is a new life, so it gets a new connection; the old one ends by its idle timeout (its
 //! `recv` says `Closed(TimedOut)`), since what its old process had in flight is gone.
 
-use super::{Inner, LrtSocket, NetError, SOCKET, SocketConfig, SocketStats, TIMER, WAKE, bind, on_datagram, transmit};
+use super::{Inner, Io, LrtSocket, NetError, SOCKET, SocketConfig, SocketStats, TIMER, bind, on_datagram, transmit};
 use crate::keyx::{Handshake, KeyExchange};
 use crate::shared::{Shared, Wait};
 use crate::timer::TimerFd;
 use cohort_proto::lrt::{Connection, State};
 use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Waker};
+use mio::{Events, Poll};
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -43,11 +41,16 @@ pub struct ListenerStats {
     pub datagrams_received: u64,
 }
 
+/// A peer's life: its sender id and the epoch of its frames.
+type Life = (u32, u64);
+
 #[derive(Debug)]
 struct Lobby {
     cfg: SocketConfig,
     keyx: KeyExchange,
-    conns: Vec<Arc<Shared<Inner>>>,
+    /// Open connections with the life (sender id, epoch) each is sealed for; a connection's
+    /// life never changes (its address may), so routing needs no lock of the connection.
+    conns: Vec<(Life, Arc<Shared<Inner>>)>,
     ready: VecDeque<Arc<Shared<Inner>>>,
     max_connections: usize,
     stats: ListenerStats,
@@ -79,14 +82,7 @@ impl LrtListener {
             return Err(NetError::Config("max_connections must be at least 1".into()));
         }
         cfg.lrt.validate().map_err(|e| NetError::Config(e.to_string()))?;
-        let std_sock = bind(addr, &cfg)?;
-        let local = std_sock.local_addr()?;
-        let mut sock = UdpSocket::from_std(std_sock);
-        let poll = Poll::new()?;
-        let timer = TimerFd::new()?;
-        poll.registry().register(&mut sock, SOCKET, Interest::READABLE)?;
-        poll.registry().register(&mut SourceFd(&timer.as_raw_fd()), TIMER, Interest::READABLE)?;
-        let waker = Arc::new(Waker::new(poll.registry(), WAKE)?);
+        let Io { local, sock, poll, timer, waker } = Io::new(bind(addr, &cfg)?)?;
         let keyx = lobby_keyx(&cfg)?;
         let lobby = Lobby {
             cfg,
@@ -136,7 +132,7 @@ impl LrtListener {
 impl Drop for LrtListener {
     /// Closes every connection of the port (their peers are told) and stops the driver.
     fn drop(&mut self) {
-        for c in &self.shared.lock().conns {
+        for (_, c) in &self.shared.lock().conns {
             c.lock().conn.close();
         }
         let _ = self.shared.waker.wake();
@@ -164,7 +160,7 @@ fn lobby_keyx(cfg: &SocketConfig) -> Result<KeyExchange, NetError> {
 fn end_all(shared: &Shared<Lobby>) {
     let mut g = shared.lock();
     g.shutdown = true;
-    let mut all: Vec<_> = g.conns.drain(..).collect();
+    let mut all: Vec<_> = g.conns.drain(..).map(|(_, c)| c).collect();
     all.extend(g.ready.drain(..));
     for c in all {
         c.lock().shutdown = true;
@@ -182,7 +178,7 @@ fn drive(shared: &Shared<Lobby>, mut poll: Poll, sock: UdpSocket, timer: TimerFd
             let mut g = shared.lock();
             let mut deadline: Option<Instant> = None;
             let mut ended = 0;
-            g.conns.retain(|c| {
+            g.conns.retain(|(_, c)| {
                 let mut cg = c.lock();
                 let now = c.clock.now();
                 cg.conn.handle_timeout(now);
@@ -236,7 +232,7 @@ fn route(shared: &Shared<Lobby>, sock: &UdpSocket, datagram: &mut [u8], from: So
         return;
     }
     let life = cohort_wire::frame::Frame::new_checked(&*datagram).ok().map(|f| (f.sender_id(), f.epoch()));
-    if let Some(c) = g.conns.iter().find(|c| life.is_some() && c.lock().peer.and_then(|p| p.1) == life) {
+    if let Some((_, c)) = g.conns.iter().find(|(l, _)| Some(*l) == life) {
         let c = c.clone();
         drop(g);
         let mut cg = c.lock();
@@ -273,7 +269,7 @@ fn route(shared: &Shared<Lobby>, sock: &UdpSocket, datagram: &mut [u8], from: So
         }
     }
     g.stats.connections += 1;
-    g.conns.push(c.clone());
+    g.conns.push((o.life, c.clone()));
     g.ready.push_back(c);
     drop(g);
     shared.notify();

@@ -125,8 +125,8 @@ impl Connection {
     }
 
     fn open_coder(&mut self, now: Instant) {
-        let enc = Encoder::with_buffers(self.cfg.coder_config(), Kernel::best(), Vec::new())
-            .unwrap_or_else(|_| unreachable!("validated config"));
+        // It takes its buffers from the pool as it pushes (see `buffers`).
+        let enc = Encoder::new(self.cfg.coder_config()).unwrap_or_else(|_| unreachable!("validated config"));
         self.tx.push_back(TxCoder {
             id: self.next_coder,
             enc,
