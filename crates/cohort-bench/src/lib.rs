@@ -15,6 +15,7 @@ pub mod coorp_gate;
 pub mod coorp_testbed;
 pub mod fidelity;
 pub mod group;
+pub mod load;
 pub mod lrt;
 pub mod lrt_grid;
 pub mod lrt_share;

@@ -176,6 +176,44 @@ printf '%s %s\n' "$RATTAN_ID" "$RATTAN_BASE" > "$dir/$side.tmp" && mv "$dir/$sid
 while [ -e "$dir/run" ]; do sleep 0.1; done
 "#;
 
+/// Whether `name` is one of the namespaces a Rattan instance makes (`ns-left-ID`,
+/// `ns-rattan-ID`, `ns-right-ID`).
+fn is_rattan_namespace(name: &str) -> bool {
+    ["ns-left-", "ns-rattan-", "ns-right-"].iter().any(|p| {
+        name.strip_prefix(p)
+            .is_some_and(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+    })
+}
+
+/// Whether a process whose command name is `rattan` is running.
+fn rattan_running() -> bool {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| std::fs::read_to_string(e.path().join("comm")).is_ok_and(|c| c.trim_end() == "rattan"))
+}
+
+/// Removes the namespaces an earlier Rattan run left behind (it died, or the bench did before
+/// its clean-up), when no Rattan is running; returns what it removed. As `cohort testbed down
+/// --all` does for Cohort's runs.
+pub fn clear_stale() -> Vec<String> {
+    if rattan_running() {
+        return Vec::new();
+    }
+    let Ok(all) = cohort_emu::netns::list() else { return Vec::new() };
+    all.into_iter()
+        .filter(|ns| is_rattan_namespace(ns))
+        .filter(|ns| match cohort_emu::netns::delete(ns) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("could not remove stale Rattan namespace {ns}: {e}");
+                false
+            }
+        })
+        .collect()
+}
+
 /// A running Rattan instance with its namespaces; torn down on drop.
 #[derive(Debug)]
 pub struct RattanLink {
@@ -234,17 +272,24 @@ impl RattanLink {
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "warn");
         }
-        if let Some(prio) = rt_priority {
-            // SAFETY: only sched_setscheduler (async-signal-safe) runs between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
+        // SAFETY: only prctl, getppid and sched_setscheduler (async-signal-safe) run between
+        // fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Rattan dies with the bench (SIGINT: it then removes its namespaces as on a
+                // normal stop); a bench that dies before this takes effect is seen by getppid.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT);
+                if libc::getppid() == 1 {
+                    return Err(io::Error::other("the bench exited while starting rattan"));
+                }
+                if let Some(prio) = rt_priority {
                     let p = libc::sched_param { sched_priority: prio };
                     // Best effort, as for Cohort's emulator thread: without the capability
                     // Rattan runs at normal priority.
                     libc::sched_setscheduler(0, libc::SCHED_FIFO, &p);
-                    Ok(())
-                });
-            }
+                }
+                Ok(())
+            });
         }
         let child = cmd.spawn().map_err(|e| format!("starting {}: {e}", bin.display()))?;
         let mut link = RattanLink {
@@ -344,6 +389,16 @@ impl Drop for RattanLink {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_rattans_namespaces_are_stale_candidates() {
+        for ns in ["ns-left-ab12", "ns-rattan-ab12", "ns-right-7"] {
+            assert!(is_rattan_namespace(ns), "{ns}");
+        }
+        for ns in ["ns-left-", "cht-fid-a", "ns-left-a/b", "myns-left-1", "ns-middle-1", "ns-left-a b"] {
+            assert!(!is_rattan_namespace(ns), "{ns}");
+        }
+    }
 
     #[test]
     fn bandwidth_scaling_gives_equal_serialization_time() {

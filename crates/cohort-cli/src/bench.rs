@@ -304,6 +304,23 @@ struct FidelityArgs {
     /// or PATH has one: scripts/install-rattan).
     #[arg(long)]
     no_rattan: bool,
+    /// Repetitions; the emulators alternate within each, and the summary gives means with 95%
+    /// intervals.
+    #[arg(long, default_value_t = 1)]
+    reps: u32,
+    /// Measure every repetition twice: on the idle machine and beside a CPU hog at normal
+    /// priority on every core.
+    #[arg(long)]
+    background_load: bool,
+    /// Cohort's emulator busy-polls (see `cohort testbed up --busy-poll`).
+    #[arg(long)]
+    busy_poll: bool,
+    /// Cohort's emulator runs on this CPU only.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Cohort's emulator locks its memory.
+    #[arg(long)]
+    lock_memory: bool,
     /// Also write the JSON here and the delay-error CDF next to it (`.png`).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -813,10 +830,16 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
         || !(1..=100).contains(&a.loss_windows)
         || !(0.0..0.9).contains(&a.loss)
         || !(0.0..=10_000.0).contains(&a.owd_ms)
+        || !(1..=100).contains(&a.reps)
     {
         return Err(BenchError::Invalid(
-            "--probes >= 100, --loss-windows in [1, 100], --loss in [0, 0.9), --owd-ms in [0, 10000]".into(),
+            "--probes >= 100, --loss-windows in [1, 100], --loss in [0, 0.9), --owd-ms in [0, 10000], --reps in [1, 100]"
+                .into(),
         ));
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(cpu) = a.cpu.filter(|&c| c >= cpus) {
+        return Err(BenchError::Invalid(format!("--cpu {cpu}: this machine has CPUs 0-{}", cpus - 1)));
     }
     let p = cohort_bench::fidelity::FidelityParams {
         probes: a.probes,
@@ -826,6 +849,11 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
         seed: a.seed,
         rt_priority: (a.rt_priority > 0).then_some(a.rt_priority),
         rattan: !a.no_rattan,
+        reps: a.reps,
+        background_load: a.background_load,
+        busy_poll: a.busy_poll,
+        cpu: a.cpu,
+        lock_memory: a.lock_memory,
         ..Default::default()
     };
     let r = cohort_bench::fidelity::run(&p).map_err(BenchError::Run)?;
@@ -869,6 +897,24 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
                 c.loss_abs_err_expected,
                 c.loss_abs_err_diff_se
             );
+        }
+        for sm in &r.summaries {
+            println!(
+                "{:?}: {} repetition(s) pooled, {} withheld; goals (mean <= {} ms, jitter <= {} ms) met: {:?}",
+                sm.condition, sm.reps_published, sm.reps_withheld, sm.owd_goal_ms, sm.jitter_goal_ms, sm.goals_met
+            );
+            for (name, st) in [("cohort", &sm.cohort), ("rattan", &sm.rattan)] {
+                let Some(st) = st else { continue };
+                let figs: Vec<String> = st
+                    .figures
+                    .iter()
+                    .map(|(k, m)| format!("{k} {:.4} [{:.4}, {:.4}]", m.mean, m.ci95[0], m.ci95[1]))
+                    .collect();
+                println!("  {name}: {}; host steal {:.2}%", figs.join(", "), st.steal_share.mean * 100.0);
+            }
+            if let Some(nw) = &sm.cohort_no_worse_beyond_noise {
+                println!("  cohort no worse than rattan beyond noise: {nw:?}");
+            }
         }
         println!("replay: {}", r.command);
     }

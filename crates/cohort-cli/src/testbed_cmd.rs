@@ -20,6 +20,16 @@ struct EmuFlags {
     /// SCHED_FIFO priority of the emulator (0: the default scheduler).
     #[arg(long, default_value_t = 50)]
     rt_priority: i32,
+    /// Never block in the kernel: poll sockets and clock in a loop (most of one CPU; for a
+    /// machine with other work on it).
+    #[arg(long)]
+    busy_poll: bool,
+    /// Run the emulator on this CPU only.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Lock the emulator's memory (mlockall).
+    #[arg(long)]
+    lock_memory: bool,
     /// Write one JSON line per frame to this file.
     #[arg(long)]
     frame_log: Option<PathBuf>,
@@ -30,6 +40,9 @@ impl EmuFlags {
         EmuOptions {
             spin_us: self.spin_us,
             rt_priority: (self.rt_priority > 0).then_some(self.rt_priority),
+            busy_poll: self.busy_poll,
+            cpu: self.cpu,
+            lock_memory: self.lock_memory,
             frame_log: self.frame_log.clone(),
             ..EmuOptions::default()
         }
@@ -94,6 +107,15 @@ pub fn run(a: &TestbedArgs) -> Result<ExitCode, TestbedError> {
                 "--rt-priority".into(),
                 emu.rt_priority.to_string(),
             ]);
+            if emu.busy_poll {
+                args.push("--busy-poll".into());
+            }
+            if let Some(cpu) = emu.cpu {
+                args.extend(["--cpu".into(), cpu.to_string()]);
+            }
+            if emu.lock_memory {
+                args.push("--lock-memory".into());
+            }
             if let Some(p) = &emu.frame_log {
                 args.extend(["--frame-log".into(), p.display().to_string()]);
             }
@@ -172,8 +194,14 @@ fn print_status(run: &str, st: &EmuStatus) {
         c.channel_drops
     );
     println!(
-        "emulator lateness: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
-        st.late_us_p50, st.late_us_p99, st.late_us_max
+        "emulator lateness: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs; {}{}{}time stolen by the host {:.2}%",
+        st.late_us_p50,
+        st.late_us_p99,
+        st.late_us_max,
+        if st.busy_poll { "busy-polling; " } else { "" },
+        st.cpu.map(|c| format!("on CPU {c}; ")).unwrap_or_default(),
+        if st.memory_locked { "memory locked; " } else { "" },
+        st.steal_share * 100.0
     );
     if !st.fabric.links.is_empty() {
         println!(

@@ -9,7 +9,19 @@
 //! model chose is recorded ([`EmuStatus::late_us_p99`]) so a run can show the emulator's own
 //! error. Optionally the thread runs SCHED_FIFO so that other work on the machine cannot delay
 //! it.
+//!
+//! A robot's computer is never idle, and on a virtual machine the host also takes time. For
+//! that the emulator has a busy-polling mode ([`EmuOptions::busy_poll`]): it never blocks in
+//! the kernel, reading its sockets and the clock in a loop, so neither a sleep's wake-up nor a
+//! halted virtual CPU's return stands between a deadline and the delivery. A SCHED_FIFO thread
+//! that never sleeps would be stopped by the kernel's real-time throttle (95% of each second by
+//! default, then 50 ms of nothing), so the loop rests [`BUSY_REST`] in every [`BUSY_EVERY`],
+//! and only where no deadline falls. It can be pinned to one CPU ([`EmuOptions::cpu`]) and lock
+//! its memory ([`EmuOptions::lock_memory`]) so that no page fault stalls a delivery. The status
+//! reports the share of time the hypervisor stole ([`EmuStatus::steal_share`]), which no mode
+//! can win back.
 
+use crate::cpustat::CpuTimes;
 use crate::fabric::{Fabric, FabricStatus, Refused};
 use crate::packet::PacketSocket;
 use cohort_net::timer::TimerFd;
@@ -29,6 +41,12 @@ const FRAME_BUF: usize = 65_536;
 const RX_BATCH: usize = 64;
 /// Lateness histogram: 1 µs buckets up to 10 ms, the last bucket holding everything later.
 const LATE_BUCKETS: usize = 10_001;
+/// Busy polling rests this long ...
+pub const BUSY_REST: Duration = Duration::from_micros(100);
+/// ... at least this often where no deadline falls, and in any case every 1.5 of it, which
+/// keeps a SCHED_FIFO thread at 90-94% of its CPU, under the kernel's default real-time
+/// throttle (`sched_rt_runtime_us` 950 000 of 1 000 000).
+pub const BUSY_EVERY: Duration = Duration::from_millis(1);
 
 /// How the emulator runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,6 +55,13 @@ pub struct EmuOptions {
     pub spin_us: u64,
     /// SCHED_FIFO priority for the emulator thread (1-99); `None`: the default scheduler.
     pub rt_priority: Option<i32>,
+    /// Never block in the kernel: poll sockets and clock in a loop (resting [`BUSY_REST`] per
+    /// [`BUSY_EVERY`] where no deadline falls). Costs most of one CPU.
+    pub busy_poll: bool,
+    /// Run the emulator thread on this CPU only.
+    pub cpu: Option<usize>,
+    /// Lock the process's memory (`mlockall`), so that no page fault stalls a delivery.
+    pub lock_memory: bool,
     /// How often the status callback runs.
     pub status_every: Duration,
     /// Writes one JSON line per frame in, out and refused.
@@ -45,7 +70,15 @@ pub struct EmuOptions {
 
 impl Default for EmuOptions {
     fn default() -> Self {
-        EmuOptions { spin_us: 60, rt_priority: Some(50), status_every: Duration::from_millis(250), frame_log: None }
+        EmuOptions {
+            spin_us: 60,
+            rt_priority: Some(50),
+            busy_poll: false,
+            cpu: None,
+            lock_memory: false,
+            status_every: Duration::from_millis(250),
+            frame_log: None,
+        }
     }
 }
 
@@ -65,6 +98,18 @@ pub struct EmuStatus {
     pub late_us_p50: f64,
     pub late_us_p99: f64,
     pub late_us_max: f64,
+    /// Share of the time since the start that the hypervisor took from the emulator's CPU
+    /// (all CPUs when it is not pinned): guest steal time from `/proc/stat`.
+    #[serde(default)]
+    pub steal_share: f64,
+    /// Whether the emulator busy-polls, which CPU it is pinned to, and whether its memory is
+    /// locked (each as it really came out, not as asked).
+    #[serde(default)]
+    pub busy_poll: bool,
+    #[serde(default)]
+    pub cpu: Option<usize>,
+    #[serde(default)]
+    pub memory_locked: bool,
 }
 
 /// How the owner steers a running emulator.
@@ -88,6 +133,10 @@ pub struct Emulator {
     send_errors: u64,
     recv_errors: u64,
     realtime: bool,
+    pinned: Option<usize>,
+    memory_locked: bool,
+    /// CPU times when the emulator started (for the steal share).
+    cpu_at_start: Option<CpuTimes>,
     /// The latest time the fabric's models were run to.
     models_at: Instant,
     log: Option<io::BufWriter<std::fs::File>>,
@@ -104,6 +153,33 @@ pub fn set_fifo(prio: i32) -> io::Result<()> {
     let p = libc::sched_param { sched_priority: prio };
     // SAFETY: valid sched_param; 0 is the calling thread.
     if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Runs the calling thread on `cpu` only.
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("no CPU {cpu}")));
+    }
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET stays within it (checked above);
+    // 0 is the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Locks every page the process has and will have into memory.
+pub fn lock_memory() -> io::Result<()> {
+    // SAFETY: plain system call on flags.
+    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } == 0 {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
@@ -145,6 +221,9 @@ impl Emulator {
             send_errors: 0,
             recv_errors: 0,
             realtime: false,
+            pinned: None,
+            memory_locked: false,
+            cpu_at_start: None,
             models_at: Instant::from_nanos(0),
             log,
         })
@@ -189,6 +268,13 @@ impl Emulator {
             late_us_p50: percentile(&self.late_us, 0.5),
             late_us_p99: percentile(&self.late_us, 0.99),
             late_us_max: self.late_max_ns as f64 / 1e3,
+            steal_share: self
+                .cpu_at_start
+                .and_then(|a| CpuTimes::read(self.pinned).ok().map(|b| a.steal_share(&b)))
+                .unwrap_or(0.0),
+            busy_poll: self.opts.busy_poll,
+            cpu: self.pinned,
+            memory_locked: self.memory_locked,
         }
     }
 
@@ -264,6 +350,19 @@ impl Emulator {
                 Err(e) => tracing::warn!("emulator runs without real-time priority: {e}"),
             }
         }
+        if let Some(cpu) = self.opts.cpu {
+            match pin_to_cpu(cpu) {
+                Ok(()) => self.pinned = Some(cpu),
+                Err(e) => tracing::warn!("emulator not pinned to CPU {cpu}: {e}"),
+            }
+        }
+        if self.opts.lock_memory {
+            match lock_memory() {
+                Ok(()) => self.memory_locked = true,
+                Err(e) => tracing::warn!("emulator memory not locked: {e}"),
+            }
+        }
+        self.cpu_at_start = CpuTimes::read(self.pinned).ok();
         let mut poll = Poll::new()?;
         let timer = TimerFd::new()?;
         const TIMER: Token = Token(usize::MAX);
@@ -275,6 +374,7 @@ impl Emulator {
         let mut buf = vec![0u8; FRAME_BUF];
         let spin = Duration::from_micros(self.opts.spin_us);
         let mut next_status = std::time::Instant::now();
+        let mut last_rest = std::time::Instant::now();
         while !ctl.stop.load(Ordering::Relaxed) {
             let more = self.receive(&mut buf)?;
             self.deliver();
@@ -291,6 +391,21 @@ impl Emulator {
             }
             let deadline = self.fabric.poll_timeout();
             let now = self.now();
+            if self.opts.busy_poll {
+                // Frames that arrive during a rest keep their kernel stamps (see `arrival`),
+                // so only deliveries need the rest kept clear of them.
+                // Past half a period more without a clear moment the rest is taken anyway
+                // (and a delivery it delays is counted late): the throttle's 50 ms would be worse.
+                let clear = deadline.is_none_or(|d| d.saturating_duration_since(now) > BUSY_REST + spin);
+                let since = last_rest.elapsed();
+                if (clear && since >= BUSY_EVERY) || since >= BUSY_EVERY + BUSY_EVERY / 2 {
+                    std::thread::sleep(BUSY_REST);
+                    last_rest = std::time::Instant::now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                continue;
+            }
             match deadline {
                 Some(d) if d.saturating_duration_since(now) <= spin => {
                     std::hint::spin_loop();

@@ -14,6 +14,7 @@
 //! [`Testbed::down`](testbed::Testbed::down) (or dropping it) removes it, and
 //! [`down_all`](testbed::down_all) removes whatever crashed runs left behind.
 
+pub mod cpustat;
 pub mod emulator;
 pub mod fabric;
 pub mod netns;
