@@ -3,7 +3,8 @@
 Usage: ``python -m cohort.plot KIND REPORT.json OUT.png`` with KIND one of ``coding`` (kernel
 throughput and decoder comparison), ``lrt`` (delay CDFs of LRT, the block scheme and
 selective-repeat ARQ), ``lrt-grid`` (LRT's p99 and overhead against both over the link grid),
-``fidelity``, ``transport``, ``group`` (GCBRR against its baselines), ``coorp`` (reaction times
+``fidelity`` (idle and under load), ``crosscheck`` (one Wi-Fi scenario's per-AC throughput in
+the simulator and on the testbed), ``transport``, ``group`` (GCBRR against its baselines), ``coorp`` (reaction times
 of every seed-000 system and the scalability sweep) or ``coorp-testbed`` (the testbed half's
 reaction-time CDFs) or ``coorp-gate`` (how fast the bulk gate
 holds and releases a foreign upload) or ``multipath`` (goodput per scenario and system, short
@@ -95,16 +96,21 @@ def plot_lrt(report: dict[str, Any], out: Path) -> None:
 
 
 def plot_fidelity(report: dict[str, Any], out: Path) -> None:
-    """CDF of the one-way delay error the testbed emulator adds, per emulator."""
+    """CDF of the one-way delay error the testbed emulator adds, per emulator: the first idle
+    repetition solid, the first one under background load (when measured) dashed."""
     _need(report, "cohort", "params")
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    loaded = report.get("first_loaded") or {}
     for name, color in (("cohort", "tab:green"), ("rattan", "tab:blue")):
-        figs = report.get(name) or {}
-        errs = figs.get("owd_err_ms_cdf") or []
-        if not errs:
-            continue
-        label = f"{name}: mean {figs['owd_err_ms_mean']:.3f} ms, p99-p50 {figs['added_jitter_p99_ms']:.3f} ms"
-        _cdf(ax, errs, label=label, color=color)
+        for figs, when, style in ((report.get(name) or {}, "idle", "-"), (loaded.get(name) or {}, "loaded", "--")):
+            errs = figs.get("owd_err_ms_cdf") or []
+            if not errs:
+                continue
+            label = (
+                f"{name} {when}: mean {figs['owd_err_ms_mean']:.3f} ms, "
+                f"p99-p50 {figs['added_jitter_p99_ms']:.3f} ms"
+            )
+            _cdf(ax, errs, label=label, color=color, linestyle=style)
     p = report["params"]
     ax.set_xlabel("measured - configured one-way delay (ms)")
     ax.set_ylabel("CDF")
@@ -113,6 +119,32 @@ def plot_fidelity(report: dict[str, Any], out: Path) -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
+    plt.close(fig)
+
+
+def plot_crosscheck(report: dict[str, Any], out: Path) -> None:
+    """One panel per offered load: per-AC throughput of every engine (simulator, the testbed's
+    fabric in virtual time, the testbed) with 95% intervals."""
+    _need(report, "loads")
+    loads = report["loads"]
+    fig, axes = plt.subplots(1, len(loads), figsize=(5.5 * len(loads), 4.2), squeeze=False)
+    colors = {"sim": "tab:blue", "model": "tab:olive", "testbed": "tab:green"}
+    for ax, load in zip(axes[0], loads, strict=False):
+        engines = load["engines"]
+        acs = sorted({ac for e in engines.values() for ac in e})
+        width = 0.8 / max(len(engines), 1)
+        for k, (engine, per_ac) in enumerate(sorted(engines.items())):
+            xs = [i + k * width for i in range(len(acs))]
+            ys = [per_ac.get(ac, {}).get("throughput_mbps", 0.0) for ac in acs]
+            err = [per_ac.get(ac, {}).get("throughput_ci95", 0.0) for ac in acs]
+            ax.bar(xs, ys, width, yerr=err, label=engine, color=colors.get(engine), capsize=3)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(acs))], [ac.upper() for ac in acs])
+        ax.set_ylabel("UDP goodput (Mbit/s)")
+        ax.set_title(f"offered {load['offered_mbps']} Mbit/s (load {load['load']})")
+        ax.legend()
+        ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
     plt.close(fig)
 
 
@@ -492,6 +524,7 @@ PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "lrt": plot_lrt,
     "lrt-grid": plot_lrt_grid,
     "fidelity": plot_fidelity,
+    "crosscheck": plot_crosscheck,
     "transport": plot_transport,
     "group": plot_group,
     "coorp": plot_coorp,

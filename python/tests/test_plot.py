@@ -194,3 +194,25 @@ def test_beams_chart(tmp_path: Path) -> None:
     assert out.read_bytes()[:8] == PNG_MAGIC
     del report["timing"]
     assert plot.main(["beams", str(write(tmp_path, report)), str(out)]) == 2
+
+
+def test_crosscheck_chart(tmp_path: Path) -> None:
+    ac = {"throughput_mbps": 10.0, "throughput_ci95": 0.5}
+    engines = {e: {"be": ac, "vo": ac} for e in ("sim", "model", "testbed")}
+    report = {"loads": [{"load": 0.3, "offered_mbps": 19.5, "engines": engines}]}
+    out = tmp_path / "x.png"
+    assert plot.main(["crosscheck", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert plot.main(["crosscheck", str(write(tmp_path, {"engines": {}})), str(out)]) == 2
+
+
+def test_fidelity_chart_with_a_loaded_run(tmp_path: Path) -> None:
+    figs = {"owd_err_ms_cdf": [0.01, 0.02, 0.5], "owd_err_ms_mean": 0.02, "added_jitter_p99_ms": 0.4}
+    report = {
+        "cohort": figs,
+        "first_loaded": {"cohort": figs},
+        "params": {"owd_ms": 20.0, "load_mbps": 50.0, "loss": 0.05},
+    }
+    out = tmp_path / "f.png"
+    assert plot.main(["fidelity", str(write(tmp_path, report)), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC

@@ -252,7 +252,7 @@ fn realtime_ns() -> u64 {
 }
 
 /// Asks for a large receive buffer (root may exceed `rmem_max`) and kernel receive timestamps.
-fn prepare_receiver(s: &UdpSocket) -> io::Result<()> {
+pub fn prepare_receiver(s: &UdpSocket) -> io::Result<()> {
     let fd = s.as_raw_fd();
     let buf: libc::c_int = 32 << 20;
     let one: libc::c_int = 1;

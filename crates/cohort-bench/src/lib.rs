@@ -13,6 +13,7 @@ pub mod coorp;
 pub mod coorp_agent_pair;
 pub mod coorp_gate;
 pub mod coorp_testbed;
+pub mod crosscheck;
 pub mod fidelity;
 pub mod group;
 pub mod load;

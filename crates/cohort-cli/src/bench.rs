@@ -67,6 +67,9 @@ enum Which {
     /// A robot changes address in the middle of a two-way LRT stream over a delaying relay:
     /// messages lost, and the stall the move adds against the round trip.
     Migration(crate::bench_migration::MigrationArgs),
+    /// One Wi-Fi scenario in the simulator and on the testbed: per-AC throughput and delay
+    /// side by side (root for the testbed half).
+    Crosscheck(crate::bench_crosscheck::CrosscheckArgs),
     /// How fast the bulk gate holds and releases a foreign TCP upload in the kernel (root).
     #[command(name = "coorp-gate")]
     CoorpGate(CoorpGateArgs),
@@ -432,6 +435,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::Multipath(a) => multipath(&a),
         Which::Beams(a) => crate::bench_beams::run(&a),
         Which::Migration(a) => crate::bench_migration::run(&a),
+        Which::Crosscheck(a) => crate::bench_crosscheck::run(&a),
         Which::Bianchi { json, seed } => {
             let r = cohort_bench::medium::bianchi(seed);
             if json {

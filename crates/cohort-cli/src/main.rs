@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_beams;
+mod bench_crosscheck;
 mod bench_migration;
 mod coorp_cmd;
 mod demo;

@@ -125,28 +125,34 @@ fn network(s: &Scenario, seed: u64) -> Net {
                 .collect();
             Net::P2p(links)
         }
-        Network::Wifi { phy, data_mbps, queue_depth, fer, aggregation, timing, qdisc_packets, nic } => {
-            let phy = match phy.as_str() {
-                "b" => PhyStandard::B,
-                "g" => PhyStandard::G,
-                "n" => PhyStandard::N,
-                "ac" => PhyStandard::Ac,
-                _ => PhyStandard::A,
-            }
-            .phy(*data_mbps);
-            let st = StationConfig {
-                queue_depth: queue_depth.saturating_add(*qdisc_packets),
-                fer: *fer,
-                ampdu: aggregation.limits(&phy),
-                nic: *nic,
-                ..StationConfig::default()
-            };
-            let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; s.nodes], seed)
-                .expect("validated scenario")
-                .with_timing(*timing);
-            Net::Wifi(Box::new(m))
-        }
+        Network::Wifi { .. } => Net::Wifi(Box::new(wifi_medium(&s.network, s.nodes, seed).expect("a wifi network"))),
     }
+}
+
+/// The shared channel `cohort sim` runs for a Wi-Fi `network` of `nodes` stations, frames
+/// carried as `H` (`None` for a point-to-point network). The node's qdisc is folded into its
+/// hardware queue: a frame is refused only when both are full.
+pub fn wifi_medium<H: Clone>(network: &Network, nodes: usize, seed: u64) -> Option<Medium<H>> {
+    let Network::Wifi { phy, data_mbps, queue_depth, fer, aggregation, timing, qdisc_packets, nic } = network else {
+        return None;
+    };
+    let phy = match phy.as_str() {
+        "b" => PhyStandard::B,
+        "g" => PhyStandard::G,
+        "n" => PhyStandard::N,
+        "ac" => PhyStandard::Ac,
+        _ => PhyStandard::A,
+    }
+    .phy(*data_mbps);
+    let st = StationConfig {
+        queue_depth: queue_depth.saturating_add(*qdisc_packets),
+        fer: *fer,
+        ampdu: aggregation.limits(&phy),
+        nic: *nic,
+        ..StationConfig::default()
+    };
+    let m = Medium::new(phy, EdcaParams::defaults(&phy), &vec![st; nodes], seed).expect("validated scenario");
+    Some(m.with_timing(*timing))
 }
 
 /// Node-local time under clock drift.

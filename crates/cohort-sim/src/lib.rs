@@ -14,6 +14,6 @@ pub mod mobility;
 pub mod multipath;
 pub mod scenario;
 
-pub use engine::{FlowResult, Outcome, Recorder, run};
+pub use engine::{FlowResult, Outcome, Recorder, run, wifi_medium};
 pub use group::{GroupOutcome, GroupScenario, run_group};
 pub use scenario::{LrtSettings, Scenario, ScenarioError};
