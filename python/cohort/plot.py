@@ -101,16 +101,21 @@ def plot_fidelity(report: dict[str, Any], out: Path) -> None:
     _need(report, "cohort", "params")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     loaded = report.get("first_loaded") or {}
+    left, right = 0.0, 0.0
     for name, color in (("cohort", "tab:green"), ("rattan", "tab:blue")):
         for figs, when, style in ((report.get(name) or {}, "idle", "-"), (loaded.get(name) or {}, "loaded", "--")):
             errs = figs.get("owd_err_ms_cdf") or []
             if not errs:
                 continue
+            # The axis ends past every series' 99.5th percentile: the far tail would squash the rest.
+            right = max(right, errs[min(len(errs) - 1, int(len(errs) * 0.995))])
+            left = min(left, errs[0])
             label = (
-                f"{name} {when}: mean {figs['owd_err_ms_mean']:.3f} ms, "
-                f"p99-p50 {figs['added_jitter_p99_ms']:.3f} ms"
+                f"{name} {when}: mean {figs['owd_err_ms_mean']:.3f} ms, p99-p50 {figs['added_jitter_p99_ms']:.3f} ms"
             )
             _cdf(ax, errs, label=label, color=color, linestyle=style)
+    if right > 0.0:
+        ax.set_xlim(left - 0.05 * right, right * 1.5)
     p = report["params"]
     ax.set_xlabel("measured - configured one-way delay (ms)")
     ax.set_ylabel("CDF")

@@ -124,13 +124,11 @@ fn schedule(p: &CrossParams, load: f64, seed: u64) -> Vec<Offer> {
         x ^= x >> 7;
         x ^= x << 17;
         let phase = x % gap_ns.max(1);
-        out.extend(
-            (0..).map(|k| (k, phase + k * gap_ns)).take_while(|&(_, t)| t < end_ns).map(|(seq, at_ns)| Offer {
-                at_ns,
-                sender,
-                seq,
-            }),
-        );
+        out.extend((0..).map(|k| (k, phase + k * gap_ns)).take_while(|&(_, t)| t < end_ns).map(|(seq, at_ns)| Offer {
+            at_ns,
+            sender,
+            seq,
+        }));
     }
     out.sort_by_key(|o| (o.at_ns, o.sender));
     out
@@ -166,7 +164,7 @@ fn run_sim(p: &CrossParams, offers: &[Offer], seed: u64) -> Result<Deliveries, S
         data_mbps: w.data_mbps,
         queue_depth: w.queue_depth,
         fer: w.fer,
-        aggregation: w.aggregation.clone(),
+        aggregation: w.aggregation,
         timing: w.timing,
         qdisc_packets: w.qdisc_packets,
         nic: w.nic,
@@ -454,7 +452,10 @@ fn summarise(runs: Vec<BTreeMap<&'static str, AcRun>>) -> BTreeMap<&'static str,
         .collect()
 }
 
-fn versus(a: &BTreeMap<&'static str, AcSummary>, b: &BTreeMap<&'static str, AcSummary>) -> BTreeMap<&'static str, AcVersus> {
+fn versus(
+    a: &BTreeMap<&'static str, AcSummary>,
+    b: &BTreeMap<&'static str, AcSummary>,
+) -> BTreeMap<&'static str, AcVersus> {
     let total: f64 = a.values().map(|s| s.throughput_mbps).sum();
     let pooled = |s: &AcSummary| {
         let mut v: Vec<f64> = s.runs.iter().flat_map(|r| r.delays_ms.iter().copied()).collect();
