@@ -289,3 +289,34 @@ fn a_run_name_cannot_be_used_twice_and_bad_names_are_refused() {
     assert!(e.to_string().contains("run name"), "{e}");
     assert!(tb.ns("nobody").is_err());
 }
+
+#[test]
+fn a_busy_polling_pinned_emulator_delivers_on_time_and_says_how_it_runs() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let s = TestbedScenario::parse(P2P).unwrap();
+    let opts = EmuOptions { busy_poll: true, cpu: Some(0), lock_memory: true, ..EmuOptions::default() };
+    let tb = Testbed::up(&s, &run_name("bp"), EmuMode::Thread, opts).unwrap_or_else(|e| panic!("testbed up: {e}"));
+    let (a_ip, b_ip) = (tb.addr("a", 0).unwrap(), tb.addr("b", 0).unwrap());
+    let a = udp_in(&tb, "a", a_ip);
+    let b = udp_in(&tb, "b", b_ip);
+    let b_addr = b.local_addr().unwrap();
+    let mut buf = [0u8; 2048];
+    // Spaced out so that the loop rests between them: every one still arrives, in order,
+    // never before the link's delay.
+    for i in 0..20u8 {
+        let t = Instant::now();
+        a.send_to(&[i; 300], b_addr).unwrap();
+        let (n, _) = b.recv_from(&mut buf).unwrap();
+        assert_eq!((n, buf[0]), (300, i));
+        assert!(t.elapsed() >= Duration::from_millis(20), "delivered before the link's delay: {:?}", t.elapsed());
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    let st = tb.status().expect("a status");
+    // As it came out, not as asked: root may lock memory and pin; the mode is the loop's.
+    assert!(st.busy_poll);
+    assert_eq!(st.cpu, Some(0));
+    assert!(st.memory_locked);
+    assert!((0.0..=1.0).contains(&st.steal_share));
+    assert!(st.fabric.counters.frames_out >= 20);
+    tb.down().unwrap();
+}
