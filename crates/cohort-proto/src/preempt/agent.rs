@@ -25,6 +25,16 @@
 //!   [`Arbiter`] too. Once the bulk has been idle for [`AgentConfig::bulk_idle`], the token
 //!   goes back early.
 //!
+//! * **Cohort's own bulk.** A bulk sender that knows it is one (`cohort bulk send`) tells the
+//!   agent how much it has left ([`Agent::bulk_demand`]) and hands data to the kernel only
+//!   while the [`BulkPermit`] is open and only as much as can leave before the permit's end
+//!   (the next protection window, or the end of the token's lease): seed 000's virtual
+//!   preemption (Algorithm 2) done where the data is made, so nothing of it waits in the
+//!   card when control arrives. The token is requested on the first demand, and given back
+//!   the moment the last transfer closes ([`Agent::bulk_close`]; Algorithm 1's early
+//!   release) rather than after [`AgentConfig::bulk_idle`]. A session silent for
+//!   [`BULK_SESSION_SILENCE`] (its sender died) is forgotten, so it cannot keep the token.
+//!
 //! Seed 000 treats everything not LS as BH; here that holds for every flow once judged.
 
 use super::arbiter::Arbiter;
@@ -97,6 +107,31 @@ pub const BULK_DATA_MIN_BYTES: u64 = 81;
 
 /// DSCP code points Linux maps to AC_VO (EF, CS6, CS7): traffic already marked LS.
 pub const LS_DSCP: [u8; 3] = [46, 48, 56];
+
+/// A bulk session not heard from for this long is forgotten (its sender died).
+pub const BULK_SESSION_SILENCE: Duration = Duration::from_secs(1);
+
+/// Bulk sessions one agent keeps at once; a further one is refused (closed permit).
+pub const MAX_BULK_SESSIONS: usize = 64;
+
+/// When a bulk sender that asks ([`Agent::bulk_demand`]) may hand data to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BulkPermit {
+    /// Send now.
+    pub open: bool,
+    /// Until then at the latest (the next protection window, opened `lead` early, or the
+    /// token's lease end); `None` while closed, or open with no end in sight.
+    pub until: Option<Instant>,
+}
+
+/// One bulk sender on this robot.
+#[derive(Debug, Clone, Copy)]
+struct BulkSession {
+    /// Its local port: its packets drive no token request of their own.
+    port: u16,
+    pending: u64,
+    heard: Instant,
+}
 
 /// Settings of an agent.
 #[derive(Debug, Clone, PartialEq)]
@@ -254,6 +289,12 @@ pub struct AgentStats {
     pub untracked_packets: u64,
     /// Arbiters this robot started on becoming coordinator.
     pub arbiter_starts: u64,
+    /// Bulk sessions opened, refused (table full), forgotten (silent), and tokens given back
+    /// as the last one closed.
+    pub bulk_sessions: u64,
+    pub bulk_refused: u64,
+    pub bulk_forgotten: u64,
+    pub early_releases: u64,
 }
 
 /// Why the gate is held now.
@@ -276,12 +317,14 @@ pub struct Agent {
     held: Option<HoldCause>,
     /// Bulk packets waiting in the gate, as last reported.
     backlog: u64,
-    last_bulk: Instant,
+    /// When bulk other than a session's own last flowed or waited in the gate (`None`: never).
+    last_bulk: Option<Instant>,
     /// When idle flows are next looked for (every tenth of `flow_idle`, not at every wake-up:
     /// the runtime calls `handle_timeout` once per batch of packets).
     next_sweep: Instant,
     actions: VecDeque<Action>,
     stats: AgentStats,
+    bulk: HashMap<u64, BulkSession>,
 }
 
 impl Agent {
@@ -309,10 +352,11 @@ impl Agent {
             arbiter,
             held: None,
             backlog: 0,
-            last_bulk: now,
+            last_bulk: None,
             next_sweep: now,
             actions: VecDeque::new(),
             stats: AgentStats::default(),
+            bulk: HashMap::new(),
         })
     }
 
@@ -415,8 +459,10 @@ impl Agent {
                 self.stats.ls_messages += 1;
                 self.controller.observe(flow.id, now);
             }
-        } else if bytes >= BULK_DATA_MIN_BYTES {
-            self.last_bulk = now;
+        } else if bytes >= BULK_DATA_MIN_BYTES && !self.bulk.values().any(|b| b.port == key.src.port()) {
+            // A bulk session's own packets are gated like any bulk, but its demand, not its
+            // packets, decides when the token is wanted and given back.
+            self.last_bulk = Some(now);
             self.want_token(now);
         }
         self.update_gate(now);
@@ -426,7 +472,7 @@ impl Agent {
     pub fn on_backlog(&mut self, now: Instant, packets: u64) {
         self.backlog = packets;
         if packets > 0 {
-            self.last_bulk = now;
+            self.last_bulk = Some(now);
             self.want_token(now);
         }
         self.update_gate(now);
@@ -521,19 +567,83 @@ impl Agent {
         self.update_gate(now);
     }
 
+    /// A bulk sender (`session`, sending from local `port`) has `pending` bytes left: the
+    /// token is wanted while it has any. Returns its permit; a new session beyond
+    /// [`MAX_BULK_SESSIONS`] gets a closed one.
+    pub fn bulk_demand(&mut self, now: Instant, session: u64, port: u16, pending: u64) -> BulkPermit {
+        if !self.bulk.contains_key(&session) {
+            if self.bulk.len() >= MAX_BULK_SESSIONS {
+                self.stats.bulk_refused += 1;
+                return BulkPermit { open: false, until: None };
+            }
+            self.stats.bulk_sessions += 1;
+        }
+        self.bulk.insert(session, BulkSession { port, pending, heard: now });
+        if pending > 0 {
+            self.want_token(now);
+        }
+        self.update_gate(now);
+        self.bulk_permit(now)
+    }
+
+    /// A bulk sender is done (or gave up). When no other has data left and no foreign bulk
+    /// flows, the token goes back now.
+    pub fn bulk_close(&mut self, now: Instant, session: u64) {
+        if self.bulk.remove(&session).is_some() {
+            self.release_if_done(now, true);
+            self.update_gate(now);
+        }
+    }
+
+    /// Whether a bulk sender may hand data to the kernel now, and until when.
+    pub fn bulk_permit(&self, now: Instant) -> BulkPermit {
+        if self.hold_cause(now).is_some() {
+            return BulkPermit { open: false, until: None };
+        }
+        let window =
+            if self.cfg.mode.local() { self.windows(now).map(|w| w.0).filter(|&s| s > now).min() } else { None };
+        let lease = self.client.as_ref().and_then(Client::send_until);
+        let until = match (window, lease) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        BulkPermit { open: true, until }
+    }
+
+    /// Gives the token back when nothing wants it: no bulk session with data left, nothing in
+    /// the gate, and no foreign bulk for `bulk_idle` (or at once when `early`, as a session
+    /// just closed, but never while foreign bulk flowed within `bulk_idle`).
+    fn release_if_done(&mut self, now: Instant, early: bool) {
+        let foreign_idle = self.last_bulk.is_none_or(|l| now.saturating_duration_since(l) >= self.cfg.bulk_idle);
+        if self.bulk.values().any(|b| b.pending > 0) || self.backlog > 0 || !foreign_idle {
+            return;
+        }
+        if let Some(c) = self.client.as_mut()
+            && c.may_send(now)
+        {
+            c.finished(now);
+            if early {
+                self.stats.early_releases += 1;
+            }
+        }
+    }
+
     /// Runs the timers: token protocol, idle flows, window edges.
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(a) = self.arbiter.as_mut() {
             a.handle_timeout(now);
         }
+        let before = self.bulk.len();
+        self.bulk.retain(|_, b| now.saturating_duration_since(b.heard) < BULK_SESSION_SILENCE);
+        self.stats.bulk_forgotten += (before - self.bulk.len()) as u64;
         if let Some(c) = self.client.as_mut() {
             c.handle_timeout(now);
-            if c.may_send(now)
-                && self.backlog == 0
-                && now.saturating_duration_since(self.last_bulk) >= self.cfg.bulk_idle
-            {
-                c.finished(now);
-            }
+        }
+        if before > 0 && self.bulk.is_empty() {
+            // The last session died silently: its early release is due now.
+            self.release_if_done(now, true);
+        } else {
+            self.release_if_done(now, false);
         }
         if now >= self.next_sweep {
             self.next_sweep = now + self.cfg.flow_idle / 10;

@@ -347,3 +347,102 @@ fn an_override_set_while_running_takes_effect_at_once_and_can_be_taken_back() {
     assert_eq!(actions(&mut a), vec![Action::Set(ctl, Marking::Ef)], "back to what the classifier says");
     assert_eq!(a.flows().next().unwrap().verdict, Verdict::Ls);
 }
+
+/// Runs a lone robot's agent (it hosts the arbiter) until `until`, step by step, handing its
+/// own token datagrams back to itself (`poll_transmit` does that for unicast to self).
+fn run_alone(a: &mut Agent, from: Instant, until: Instant) {
+    let mut buf = [0u8; 256];
+    let mut t = from;
+    while t <= until {
+        a.handle_timeout(t);
+        while a.poll_transmit(t, &mut buf).is_some() {}
+        t += Duration::from_micros(500);
+    }
+}
+
+#[test]
+fn a_bulk_session_gets_the_token_and_gives_it_back_when_it_closes() {
+    let mut a = agent(Mode::Global);
+    let t0 = Instant::ZERO;
+    // Without the token the permit is closed; the demand asks for it.
+    let p = a.bulk_demand(t0, 7, 45000, 1 << 20);
+    assert!(!p.open);
+    assert_eq!(a.stats().token_requests, 1);
+    run_alone(&mut a, t0, t0 + Duration::from_millis(5));
+    let t1 = t0 + Duration::from_millis(6);
+    let p = a.bulk_demand(t1, 7, 45000, 1 << 19);
+    assert!(p.open, "the lone robot holds the token");
+    // Open until the lease ends, never past it.
+    let lease_end = p.until.expect("a lease has an end");
+    assert!(lease_end > t1 && lease_end <= t1 + a.config().token.timeslice);
+    // Its own packets are bulk (gated) but do not keep the token wanted after it closes.
+    upload(&mut a, key(PROTO_TCP, 45000, 5001), t1, 60);
+    let t2 = t1 + Duration::from_millis(10);
+    a.bulk_demand(t2, 7, 45000, 0);
+    a.bulk_close(t2, 7);
+    assert_eq!(a.stats().early_releases, 1, "the token went back the moment the transfer closed");
+    assert!(!a.client().unwrap().wants());
+    assert!(!a.bulk_permit(t2).open);
+}
+
+#[test]
+fn foreign_bulk_keeps_the_token_past_a_closing_session() {
+    let mut a = agent(Mode::Global);
+    let t0 = Instant::ZERO;
+    a.bulk_demand(t0, 1, 45000, 1000);
+    run_alone(&mut a, t0, t0 + Duration::from_millis(5));
+    let t1 = t0 + Duration::from_millis(6);
+    // A foreign upload flows too: closing the session must not cut it off.
+    upload(&mut a, key(PROTO_TCP, 46000, 5001), t1, 10);
+    a.bulk_close(t1 + Duration::from_millis(2), 1);
+    assert_eq!(a.stats().early_releases, 0);
+    assert!(a.bulk_permit(t1 + Duration::from_millis(2)).open);
+}
+
+#[test]
+fn a_silent_session_is_forgotten_and_releases_the_token() {
+    let mut a = agent(Mode::Global);
+    let t0 = Instant::ZERO;
+    a.bulk_demand(t0, 9, 45000, 1 << 30);
+    run_alone(&mut a, t0, t0 + (BULK_SESSION_SILENCE - Duration::from_millis(1)));
+    assert!(a.client().unwrap().may_send(t0 + (BULK_SESSION_SILENCE - Duration::from_millis(1))));
+    run_alone(&mut a, t0 + BULK_SESSION_SILENCE, t0 + BULK_SESSION_SILENCE + Duration::from_millis(2));
+    assert_eq!(a.stats().bulk_forgotten, 1);
+    assert!(!a.client().unwrap().wants(), "a dead sender does not keep the token");
+}
+
+#[test]
+fn the_session_table_is_bounded() {
+    let mut a = agent(Mode::Mark);
+    for s in 0..MAX_BULK_SESSIONS as u64 {
+        assert!(a.bulk_demand(Instant::ZERO, s, 1000 + s as u16, 1).open, "mark mode never holds");
+    }
+    let p = a.bulk_demand(Instant::ZERO, 1 << 40, 999, 1);
+    assert_eq!(p, BulkPermit { open: false, until: None });
+    assert_eq!(a.stats().bulk_refused, 1);
+    // A known session is still served.
+    assert!(a.bulk_demand(Instant::ZERO, 3, 1003, 1).open);
+}
+
+#[test]
+fn the_permit_ends_before_the_next_protection_window() {
+    let mut a = agent(Mode::Local);
+    let ctl = key(PROTO_UDP, 40000, 9000);
+    let mut t = Instant::ZERO;
+    for k in 0..30u32 {
+        t = Instant::ZERO + PERIOD * k;
+        perception(&mut a, ctl, t, 46);
+        a.handle_timeout(t);
+    }
+    // Just after a control message and its window: open, until the next window opens (lead
+    // included), which is before the next message.
+    let after = t + PERIOD / 2;
+    a.handle_timeout(after);
+    let p = a.bulk_demand(after, 1, 45000, 1 << 20);
+    assert!(p.open);
+    let until = p.until.expect("the next window bounds the permit");
+    let next_msg = Instant::ZERO + PERIOD * 30;
+    assert!(until > after && until < next_msg, "{until:?} not between {after:?} and {next_msg:?}");
+    // Inside the window it is closed.
+    assert!(!a.bulk_permit(next_msg).open);
+}
