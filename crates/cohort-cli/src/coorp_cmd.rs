@@ -201,6 +201,8 @@ pub fn snapshot_json(s: &AgentSnapshot) -> Value {
             "flows_unmarked": st.flows_unmarked, "ls_messages": st.ls_messages, "holds": st.holds,
             "releases": st.releases, "window_holds": st.window_holds, "token_holds": st.token_holds,
             "token_requests": st.token_requests, "untracked_packets": st.untracked_packets,
+            "bulk_sessions": st.bulk_sessions, "bulk_refused": st.bulk_refused,
+            "bulk_forgotten": st.bulk_forgotten, "early_releases": st.early_releases,
         },
         "gate": s.gate.map(|g| json!({
             "holds": g.holds, "releases": g.releases,
@@ -209,6 +211,7 @@ pub fn snapshot_json(s: &AgentSnapshot) -> Value {
         "observer": { "outgoing": s.observer.outgoing, "other": s.observer.other },
         "marker_changes": s.marker_changes, "sent": s.sent, "received": s.received,
         "rejected": s.rejected, "kernel_errors": s.kernel_errors, "override_errors": s.override_errors,
+        "bulk_malformed": s.bulk_malformed,
     })
 }
 

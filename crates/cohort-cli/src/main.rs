@@ -4,6 +4,7 @@ mod bench;
 mod bench_beams;
 mod bench_crosscheck;
 mod bench_migration;
+mod bulk_cmd;
 mod coorp_cmd;
 mod demo;
 mod demo_lrt;
@@ -42,6 +43,9 @@ enum Command {
     /// Coordinated preemption for every application (root): `cohort coorp agent --dev IFACE
     /// ...` on each robot, `cohort coorp status`.
     Coorp(coorp_cmd::CoorpArgs),
+    /// Cohort's own bulk transfer under the robot's coorp agent: `cohort bulk recv --listen
+    /// ADDR --out FILE`, `cohort bulk send ADDR FILE --dev IFACE`.
+    Bulk(bulk_cmd::BulkArgs),
     /// Run a benchmark (baselines in the same run); `--json` prints the figures.
     Bench(bench::BenchArgs),
     /// Real network stacks in namespaces over the emulated channel (root):
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Command::Group(a) => group_cmd::run(&a).map_err(Into::into),
         Command::Sim(a) => sim_cmd::run(&a).map_err(Into::into),
         Command::Coorp(a) => coorp_cmd::run(&a).map_err(Into::into),
+        Command::Bulk(a) => bulk_cmd::run(&a).map_err(Into::into),
         Command::Bench(a) => bench::run(a).map_err(Into::into),
         Command::Testbed(a) => testbed_cmd::run(&a).map_err(Into::into),
         Command::Tune { args } => python::run_module("cohort.tune", &args).map_err(Into::into),

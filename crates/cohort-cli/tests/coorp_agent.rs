@@ -281,3 +281,51 @@ fn a_verdict_overridden_while_the_agent_runs_changes_the_marking_in_the_kernel()
     let _ = std::fs::remove_file(&status);
     let _ = std::fs::remove_file(&overrides);
 }
+
+/// `cohort bulk send` on robot A asks the agent there for permits: the file arrives whole at
+/// `cohort bulk recv` on B, the transfer ran under the agent (which opened a session and asked
+/// the team for the token), and the agent saw no malformed request.
+#[test]
+fn cohort_bulk_sends_under_the_agents_permits() {
+    let pair = pair("b");
+    let status = std::env::temp_dir().join(format!("coorp-agent-test-b{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&status);
+    let dir = std::env::temp_dir().join(format!("cohort-bulk-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (src, dst) = (dir.join("model.bin"), dir.join("got.bin"));
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    std::fs::write(&src, &data).unwrap();
+    let mut agent = pair.agent(&["--mode", "coorp", "--duration-s", "10"], &status).spawn().unwrap();
+    wait_for(&status, &mut agent);
+    let exe = env!("CARGO_BIN_EXE_cohort");
+    let to = format!("{B}:5002");
+    let mut recv = Command::new("ip")
+        .args(["netns", "exec", &pair.b, exe, "bulk", "recv", "--listen", &to, "--out"])
+        .arg(&dst)
+        .args(["--timeout-s", "8"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let send = Command::new("ip")
+        .args(["netns", "exec", &pair.a, exe, "bulk", "send", &to])
+        .arg(&src)
+        .args(["--dev", "va", "--json"])
+        .output()
+        .unwrap();
+    assert!(send.status.success(), "send: {}", String::from_utf8_lossy(&send.stderr));
+    let report: Value = serde_json::from_slice(&send.stdout).unwrap();
+    assert!(recv.wait().unwrap().success());
+    assert!(std::fs::read(&dst).unwrap() == data, "the file arrived altered");
+    assert_eq!(report["bytes"], data.len() as u64);
+    assert_eq!(report["under_agent"], true, "{report}");
+    assert!(report["permits"].as_u64().unwrap() > 0);
+    assert!(agent.wait().unwrap().success());
+    let st: Value = serde_json::from_str(&std::fs::read_to_string(&status).unwrap()).unwrap();
+    assert!(st["stats"]["bulk_sessions"].as_u64().unwrap() >= 1, "{st}");
+    assert!(st["stats"]["token_requests"].as_u64().unwrap() >= 1, "{st}");
+    assert_eq!(st["bulk_malformed"], 0);
+    let _ = std::fs::remove_file(&status);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -14,6 +14,7 @@
 //! One thread waits in `ppoll(2)` on the observer and the socket until the machine's next
 //! deadline; the gate's backlog is read every [`AgentOptions::backlog_every`].
 
+use super::bulk::{BulkRequest, WirePermit};
 use super::gate::{BulkGate, GateConfig, GateError, GateStats};
 use super::marker::{Marker, MarkerError};
 use super::observer::{Observer, ObserverStats};
@@ -162,12 +163,14 @@ pub struct AgentSnapshot {
     pub kernel_errors: u64,
     /// Lines of the overrides file that were not `PORT ls|bulk` (each logged).
     pub override_errors: u64,
+    /// Datagrams on the bulk senders' socket that were no request (dropped).
+    pub bulk_malformed: u64,
 }
 
 /// Claims the agent's place on `dev` in this network namespace (abstract Unix socket).
 fn claim(dev: &str) -> Result<std::os::unix::net::UnixDatagram, AgentError> {
     use std::os::linux::net::SocketAddrExt;
-    let name = format!("cohort/coorp-agent/{dev}");
+    let name = super::bulk::agent_socket_name(dev);
     let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
     std::os::unix::net::UnixDatagram::bind_addr(&addr).map_err(|e| match e.kind() {
         io::ErrorKind::AddrInUse => AgentError::Busy(dev.into()),
@@ -194,6 +197,38 @@ fn wait(fds: &[i32], timeout: Duration) {
     unsafe { libc::ppoll(p.as_mut_ptr(), p.len() as libc::nfds_t, &ts, std::ptr::null()) };
 }
 
+/// Answers every waiting request of a bulk sender with its permit; malformed datagrams are
+/// counted and dropped.
+fn serve_bulk(
+    sock: &std::os::unix::net::UnixDatagram,
+    agent: &mut Agent,
+    clock: &cohort_time::Clock,
+    rate_bps: u64,
+    malformed: &mut u64,
+) {
+    let mut buf = [0u8; 64];
+    loop {
+        let (n, from) = match sock.recv_from(&mut buf) {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let now = clock.now();
+        match BulkRequest::decode(&buf[..n]) {
+            Some(BulkRequest::Demand { session, port, pending }) => {
+                let p = agent.bulk_demand(now, session, port, pending);
+                let left = p.until.map(|u| u.saturating_duration_since(now));
+                let reply = WirePermit { open: p.open, left, rate_bps };
+                if let Err(e) = sock.send_to_addr(&reply.encode(), &from) {
+                    tracing::debug!(%e, "agent: a bulk sender went away");
+                }
+            }
+            Some(BulkRequest::Close { session }) => agent.bulk_close(now, session),
+            None => *malformed += 1,
+        }
+    }
+}
+
 /// Runs an agent until `stop` is set or its duration passes; `status` sees a snapshot every
 /// [`AgentOptions::status_every`]. Everything it installed is removed when it returns.
 pub fn run(
@@ -202,7 +237,10 @@ pub fn run(
     mut status: impl FnMut(&AgentSnapshot),
 ) -> Result<AgentSnapshot, AgentError> {
     let key = TeamKey::derive(&opts.team_secret, opts.team_id).map_err(|e| AgentError::Config(e.to_string()))?;
-    let _claim = claim(&opts.dev)?;
+    // The claim is also where Cohort's bulk senders ask for permits (`super::bulk`).
+    let bulk_sock = claim(&opts.dev)?;
+    bulk_sock.set_nonblocking(true)?;
+    let mut bulk_malformed = 0u64;
     let ifindex = ifindex(&opts.dev)?;
     let mut secure =
         Secure::new(key, opts.id, kind::PREEMPT).map_err(|e| AgentError::Config(format!("entropy: {e}")))?;
@@ -254,7 +292,7 @@ pub fn run(
     let mut overrides_stamp = None;
     let mut buf = vec![0u8; 2048];
     let mut plain = vec![0u8; 512];
-    let snapshot = |agent: &Agent, gate: &Option<BulkGate>, observer: &Observer, marker: &Marker, c: [u64; 6]| {
+    let snapshot = |agent: &Agent, gate: &Option<BulkGate>, observer: &Observer, marker: &Marker, c: [u64; 7]| {
         let token = match agent.client().map(|c| c.state()) {
             None => "none",
             Some(ClientState::Idle) => "idle",
@@ -281,6 +319,7 @@ pub fn run(
             rejected: c[2],
             kernel_errors: c[3],
             override_errors: c[5],
+            bulk_malformed: c[6],
         }
     };
     loop {
@@ -309,6 +348,7 @@ pub fn run(
                 Err(e) => tracing::debug!(%e, "agent socket"),
             }
         }
+        serve_bulk(&bulk_sock, &mut agent, &clock, opts.link_rate_bps, &mut bulk_malformed);
         let now = clock.now();
         if let Some(g) = gate.as_mut()
             && now >= next_backlog
@@ -391,7 +431,8 @@ pub fn run(
                     agent.set_overrides(all);
                 }
             }
-            let c = [sent, received, secure.rejected(), kernel_errors, backlog_packets, override_errors];
+            let c =
+                [sent, received, secure.rejected(), kernel_errors, backlog_packets, override_errors, bulk_malformed];
             status(&snapshot(&agent, &gate, &observer, &marker, c));
         }
         let mut deadline = agent.poll_timeout(now).min(next_status);
@@ -401,9 +442,9 @@ pub fn run(
         if let Some(e) = end {
             deadline = deadline.min(e);
         }
-        wait(&[observer.as_raw_fd(), sock.as_raw_fd()], deadline.saturating_duration_since(now));
+        wait(&[observer.as_raw_fd(), sock.as_raw_fd(), bulk_sock.as_raw_fd()], deadline.saturating_duration_since(now));
     }
-    let c = [sent, received, secure.rejected(), kernel_errors, backlog_packets, override_errors];
+    let c = [sent, received, secure.rejected(), kernel_errors, backlog_packets, override_errors, bulk_malformed];
     let last = snapshot(&agent, &gate, &observer, &marker, c);
     drop(gate);
     drop(marker);

@@ -6,13 +6,17 @@
 //! * [`marker::Marker`]: marks chosen flows in the kernel (nftables): EF, or the gate's bulk mark.
 //! * [`agent::run`]: `cohort coorp agent`, the three above driven by the sans-IO
 //!   `cohort_proto::preempt::agent::Agent`, with the bulk token over secure frames.
+//! * [`bulk`]: `cohort bulk send/recv`, Cohort's own bulk transfer, which asks the agent
+//!   before it hands data to the kernel.
 
 pub mod agent;
+pub mod bulk;
 pub mod gate;
 pub mod marker;
 mod netlink;
 pub mod observer;
 
 pub use agent::{AgentError, AgentOptions, AgentSnapshot, FlowStatus};
+pub use bulk::{BulkError, BulkOptions, BulkReport, Received};
 pub use gate::{BulkGate, GateConfig, GateError, GateStats};
 pub use netlink::QueueStats;
