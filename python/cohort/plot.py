@@ -160,6 +160,8 @@ COORP_COLORS = {
     "coorp": "tab:green",
     "coorp_global": "tab:olive",
     "coorp_local": "tab:cyan",
+    "cohort_bulk": "tab:purple",
+    "cohort_bulk_local": "tab:pink",
 }
 
 

@@ -1,7 +1,10 @@
 //! The training's bulk over plain kernel TCP: one connection per worker, blocking I/O with
-//! timeouts so that every transfer notices the run's stop flag.
+//! timeouts so that every transfer notices the run's stop flag. With permits (the
+//! `cohort_bulk*` systems) every sender asks its robot's coorp agent before it hands data to
+//! the kernel, as `cohort bulk send` does (`cohort_net::preempt::bulk`).
 
 use super::workload::{Endpoint, WorkloadError, io_err};
+use cohort_net::preempt::bulk::{Budget, PermitClient};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,14 +33,50 @@ pub(crate) fn read_n(s: &mut TcpStream, n: usize, stop: &AtomicBool, buf: &mut [
     Ok(true)
 }
 
-/// Writes `n` bytes unless `stop` is set first; returns whether all went.
-pub(crate) fn write_n(s: &mut TcpStream, n: usize, stop: &AtomicBool, buf: &[u8]) -> io::Result<bool> {
+/// The rate a permit is planned with when the agent gives none (it always does).
+const FALLBACK_RATE_BPS: u64 = 100_000_000;
+
+/// Writes `n` bytes unless `stop` is set first, each chunk within the agent's permit when
+/// `permits` is given (the transfer's session is closed at the end, for an early release);
+/// returns whether all went.
+pub(crate) fn write_n(
+    s: &mut TcpStream,
+    n: usize,
+    stop: &AtomicBool,
+    buf: &[u8],
+    permits: Option<&PermitClient>,
+) -> io::Result<bool> {
+    let r = write_permitted(s, n, stop, buf, permits);
+    if let Some(p) = permits {
+        p.close();
+    }
+    r
+}
+
+fn write_permitted(
+    s: &mut TcpStream,
+    n: usize,
+    stop: &AtomicBool,
+    buf: &[u8],
+    permits: Option<&PermitClient>,
+) -> io::Result<bool> {
     let mut left = n;
     while left > 0 {
         if stop.load(Ordering::Relaxed) {
             return Ok(false);
         }
-        match s.write(&buf[..left.min(buf.len())]) {
+        let mut len = left.min(buf.len());
+        if let Some(p) = permits {
+            match p.budget(s, left as u64, FALLBACK_RATE_BPS)? {
+                Budget::Closed(d) | Budget::Wait(d) => {
+                    std::thread::sleep(d);
+                    continue;
+                }
+                Budget::Bytes(b) => len = len.min(usize::try_from(b).unwrap_or(usize::MAX)),
+                Budget::Unlimited => {}
+            }
+        }
+        match s.write(&buf[..len]) {
             Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "bulk connection closed")),
             Ok(w) => left -= w,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}

@@ -48,13 +48,26 @@ pub enum TbSystem {
     Coorp,
     CoorpGlobal,
     CoorpLocal,
+    /// COORP's agents, and the training's bulk sent as Cohort's own (`cohort bulk`): every
+    /// sender asks its agent for permits before it hands data to the kernel.
+    CohortBulk,
+    /// The local half's agents alone, with Cohort's own bulk.
+    CohortBulkLocal,
     /// The bulk without any control traffic.
     Ideal,
 }
 
 impl TbSystem {
-    pub const MARKED: [TbSystem; 6] =
-        [TbSystem::Edca, TbSystem::Coorp, TbSystem::CoorpGlobal, TbSystem::CoorpLocal, TbSystem::NoBh, TbSystem::Ideal];
+    pub const MARKED: [TbSystem; 8] = [
+        TbSystem::Edca,
+        TbSystem::Coorp,
+        TbSystem::CoorpGlobal,
+        TbSystem::CoorpLocal,
+        TbSystem::CohortBulk,
+        TbSystem::CohortBulkLocal,
+        TbSystem::NoBh,
+        TbSystem::Ideal,
+    ];
     pub const UNMARKED: [TbSystem; 2] = [TbSystem::Edca, TbSystem::Coorp];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +77,8 @@ impl TbSystem {
             TbSystem::Coorp => "coorp",
             TbSystem::CoorpGlobal => "coorp_global",
             TbSystem::CoorpLocal => "coorp_local",
+            TbSystem::CohortBulk => "cohort_bulk",
+            TbSystem::CohortBulkLocal => "cohort_bulk_local",
             TbSystem::Ideal => "ideal",
         }
     }
@@ -77,9 +92,15 @@ impl TbSystem {
         match self {
             TbSystem::Coorp => Some(AgentMode::Coorp),
             TbSystem::CoorpGlobal => Some(AgentMode::Global),
-            TbSystem::CoorpLocal => Some(AgentMode::Local),
+            TbSystem::CoorpLocal | TbSystem::CohortBulkLocal => Some(AgentMode::Local),
+            TbSystem::CohortBulk => Some(AgentMode::Coorp),
             _ => None,
         }
+    }
+
+    /// Whether the training's bulk asks the agents for permits (`cohort bulk`).
+    pub fn permits(self) -> bool {
+        matches!(self, TbSystem::CohortBulk | TbSystem::CohortBulkLocal)
     }
 }
 
@@ -239,6 +260,7 @@ pub fn run_system(
         marked,
         control: system != TbSystem::Ideal,
         epochs: if system == TbSystem::NoBh { 0 } else { wl.epochs },
+        permits_dev: system.permits().then(|| "wlan0".to_string()),
         ..wl.clone()
     };
     let mut agents = match system.agent() {

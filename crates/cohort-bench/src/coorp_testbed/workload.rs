@@ -33,6 +33,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::bulk::{bulk_connections, read_n, write_n};
+use cohort_net::preempt::bulk::PermitClient;
 use serde::Serialize;
 
 /// Largest UDP payload per datagram (a 1500-byte IP packet).
@@ -81,6 +82,9 @@ pub struct WorkloadParams {
     pub rt_priority: Option<i32>,
     pub control_port: u16,
     pub bulk_port: u16,
+    /// Every bulk sender asks the coorp agent on this interface of its robot for permits
+    /// (`cohort bulk`'s client) before it hands data to the kernel; `None`: plain TCP.
+    pub permits_dev: Option<String>,
 }
 
 impl Default for WorkloadParams {
@@ -103,6 +107,7 @@ impl Default for WorkloadParams {
             rt_priority: Some(30),
             control_port: 7480,
             bulk_port: 7481,
+            permits_dev: None,
         }
     }
 }
@@ -290,6 +295,21 @@ pub fn validate(p: &WorkloadParams, workers: usize) -> Result<(), WorkloadError>
 }
 
 /// Runs the workload: `leader` and `workers` are the robots' namespaces and addresses.
+/// A permit client for the agent on `dev` of the robot in `ns`, opened inside its namespace
+/// (abstract Unix sockets belong to one); an agent that is not there is an error here.
+fn permit_client(ns: &str, dev: &str) -> Result<Option<PermitClient>, WorkloadError> {
+    let name = dev.to_string();
+    let c = cohort_emu::netns::in_netns(ns, move || PermitClient::open(&name, Duration::from_millis(200)))
+        .map_err(|source| WorkloadError::Setup { ns: ns.to_string(), source })?;
+    match c {
+        Some(c) => Ok(Some(c)),
+        None => Err(io_err(format!("asking the coorp agent of {ns} for permits"))(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no agent on {dev}"),
+        ))),
+    }
+}
+
 pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Result<WorkloadOutcome, WorkloadError> {
     validate(p, workers.len())?;
     let n = workers.len();
@@ -395,6 +415,10 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
     let (done_tx, done_rx) = mpsc::channel::<Result<(usize, u64), String>>();
     for (w, (mut ls, mut ws)) in bulk.into_iter().enumerate() {
         let (wstop, batch, update) = (stop.clone(), p.batch_bytes, p.update_bytes);
+        let (leader_permits, worker_permits) = match &p.permits_dev {
+            None => (None, None),
+            Some(dev) => (permit_client(&leader.ns, dev)?, permit_client(&workers[w].ns, dev)?),
+        };
         let train = Duration::from_secs_f64(p.train_ms / 1e3);
         threads.handles.push(std::thread::spawn(move || {
             let mut buf = vec![0u8; CHUNK];
@@ -402,7 +426,7 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
             while let Ok(true) = read_n(&mut ws, batch, &wstop, &mut buf) {
                 std::thread::sleep(train);
                 data[0] ^= 1;
-                if !matches!(write_n(&mut ws, update, &wstop, &data), Ok(true)) {
+                if !matches!(write_n(&mut ws, update, &wstop, &data, worker_permits.as_ref()), Ok(true)) {
                     break;
                 }
             }
@@ -415,7 +439,7 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
             let mut buf = vec![0u8; CHUNK];
             let data = vec![0x17u8; CHUNK];
             while rx.recv().is_ok() {
-                let r = write_n(&mut ls, batch, &stop, &data)
+                let r = write_n(&mut ls, batch, &stop, &data, leader_permits.as_ref())
                     .and_then(|ok| if ok { read_n(&mut ls, update, &stop, &mut buf) } else { Ok(false) });
                 let msg = match r {
                     Ok(true) => Ok((w, (batch + update) as u64)),

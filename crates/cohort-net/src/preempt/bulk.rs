@@ -179,13 +179,6 @@ pub struct BulkReport {
     pub held: Duration,
 }
 
-/// Bytes the socket holds that it has not sent yet.
-fn unsent(s: &TcpStream) -> u64 {
-    let mut n: libc::c_int = 0;
-    // SAFETY: SIOCOUTQNSD writes one int into `n`, on our socket.
-    if unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCOUTQNSD, &mut n) } == 0 { n.max(0) as u64 } else { 0 }
-}
-
 /// Waits until `s` can take more data, or `d` passes.
 fn wait_writable(s: &TcpStream, d: Duration) {
     let mut p = libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLOUT, revents: 0 };
@@ -194,17 +187,82 @@ fn wait_writable(s: &TcpStream, d: Duration) {
     unsafe { libc::poll(&mut p, 1, ms) };
 }
 
-/// The sender's side of the agent conversation.
-struct AgentLink {
+/// What a permit lets a sender hand the kernel now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Budget {
+    /// At most this many bytes.
+    Bytes(u64),
+    /// The permit is closed: ask again after this long.
+    Closed(Duration),
+    /// Open, but nothing more leaves before its end: ask again after this long.
+    Wait(Duration),
+    /// No agent answers: no limit.
+    Unlimited,
+}
+
+/// The bytes a TCP socket holds that its peer has not acknowledged (sent or not):
+/// `SIOCOUTQ`. Seed 000's completion-time table asks when a handed packet will have left the
+/// card; at the source the nearest answer is what TCP has not had acknowledged yet.
+fn in_flight(s: &TcpStream) -> u64 {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (the same number as TIOCOUTQ, which libc names) writes one int into
+    // `n`, on our socket.
+    if unsafe { libc::ioctl(s.as_raw_fd(), libc::TIOCOUTQ, &mut n) } == 0 { n.max(0) as u64 } else { 0 }
+}
+
+/// The connection's own delivery rate (bytes/s, the kernel's `tcpi_delivery_rate`), when
+/// it has measured one: the share of the channel this sender really gets, which is less than
+/// the link's rate while other robots send.
+fn delivery_rate(s: &TcpStream) -> Option<u64> {
+    // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes into it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: valid pointers to our tcp_info and its length, on our socket.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && info.tcpi_delivery_rate > 0).then_some(info.tcpi_delivery_rate)
+}
+
+/// Algorithm 2 at the source: of an open permit with `left` to go, what the connection
+/// delivers before the permit ends (at the slower of the agent's rate and its own measured
+/// delivery rate), less what it has not had acknowledged yet.
+pub fn budget_of(p: &WirePermit, s: &TcpStream, fallback_rate_bps: u64) -> Budget {
+    if !p.open {
+        return Budget::Closed(Duration::from_millis(1));
+    }
+    let Some(left) = p.left else { return Budget::Unlimited };
+    let link = if p.rate_bps > 0 { p.rate_bps } else { fallback_rate_bps } / 8;
+    let rate = delivery_rate(s).map_or(link, |d| d.min(link));
+    let fits = (rate as f64 * left.as_secs_f64()) as u64;
+    match fits.checked_sub(in_flight(s)) {
+        Some(b) if b > 0 => Budget::Bytes(b),
+        // Nothing more leaves before the window: wait for it to pass.
+        _ => Budget::Wait(left.min(Duration::from_millis(5)).max(Duration::from_micros(200))),
+    }
+}
+
+/// A bulk sender's conversation with the agent of its robot (open it in the robot's network
+/// namespace: abstract Unix sockets belong to one).
+#[derive(Debug)]
+pub struct PermitClient {
     sock: UnixDatagram,
     to: UnixAddr,
     session: u64,
     timeout: Duration,
+    /// The agent stopped answering: no more questions.
+    gone: std::cell::Cell<bool>,
 }
 
-impl AgentLink {
-    /// Binds a reply address; `None` when no agent answers on `dev`.
-    fn open(dev: &str, timeout: Duration) -> io::Result<Option<AgentLink>> {
+impl PermitClient {
+    /// Binds a reply address; `None` when no agent listens on `dev`.
+    pub fn open(dev: &str, timeout: Duration) -> io::Result<Option<PermitClient>> {
         static N: AtomicU64 = AtomicU64::new(0);
         let n = N.fetch_add(1, Ordering::Relaxed);
         let pid = u64::from(std::process::id());
@@ -214,7 +272,7 @@ impl AgentLink {
         let to = UnixAddr::from_abstract_name(agent_socket_name(dev).as_bytes())?;
         let mut seed = [0u8; 8];
         getrandom::fill(&mut seed).map_err(|e| io::Error::other(e.to_string()))?;
-        let link = AgentLink { sock, to, session: u64::from_be_bytes(seed), timeout };
+        let link = PermitClient { sock, to, session: u64::from_be_bytes(seed), timeout, gone: Default::default() };
         match link.sock.send_to_addr(&BulkRequest::Close { session: link.session }.encode(), &link.to) {
             Ok(_) => Ok(Some(link)),
             // Nothing bound there: no agent on this interface.
@@ -223,9 +281,26 @@ impl AgentLink {
         }
     }
 
+    /// What `s` may hand the kernel now with `pending` bytes of the transfer left (see
+    /// [`budget_of`]); an agent that stops answering makes it [`Budget::Unlimited`] from then
+    /// on (logged once).
+    pub fn budget(&self, s: &TcpStream, pending: u64, fallback_rate_bps: u64) -> io::Result<Budget> {
+        if self.gone.get() {
+            return Ok(Budget::Unlimited);
+        }
+        match self.ask(s.local_addr()?.port(), pending)? {
+            Some(p) => Ok(budget_of(&p, s, fallback_rate_bps)),
+            None => {
+                tracing::warn!("bulk: the coorp agent stopped answering; sending without permits");
+                self.gone.set(true);
+                Ok(Budget::Unlimited)
+            }
+        }
+    }
+
     /// Asks for a permit with `pending` bytes left; `None` when the agent did not answer in
-    /// time (it stopped): the transfer goes on unpermitted.
-    fn ask(&self, port: u16, pending: u64) -> io::Result<Option<WirePermit>> {
+    /// time (it stopped).
+    pub fn ask(&self, port: u16, pending: u64) -> io::Result<Option<WirePermit>> {
         let req = BulkRequest::Demand { session: self.session, port, pending };
         if let Err(e) = self.sock.send_to_addr(&req.encode(), &self.to) {
             return if e.raw_os_error() == Some(libc::ECONNREFUSED) { Ok(None) } else { Err(e) };
@@ -249,8 +324,16 @@ impl AgentLink {
         Ok(None)
     }
 
-    fn close(&self) {
+    /// The transfer is done: the agent may give the token back at once. A later
+    /// [`budget`](Self::budget) opens the session again.
+    pub fn close(&self) {
         let _ = self.sock.send_to_addr(&BulkRequest::Close { session: self.session }.encode(), &self.to);
+    }
+}
+
+impl Drop for PermitClient {
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -259,18 +342,17 @@ pub fn send(to: SocketAddr, data: &mut impl Read, len: u64, opts: &BulkOptions) 
     let start = Instant::now();
     let mut report = BulkReport::default();
     let link = match &opts.agent_dev {
-        Some(dev) => AgentLink::open(dev, opts.agent_timeout)?,
+        Some(dev) => PermitClient::open(dev, opts.agent_timeout)?,
         None => None,
     };
     let mut s = TcpStream::connect(to)?;
     s.set_nodelay(true)?;
-    let port = s.local_addr()?.port();
     let mut header = [0u8; 16];
     header[..8].copy_from_slice(STREAM_MAGIC);
     header[8..].copy_from_slice(&len.to_be_bytes());
     s.write_all(&header)?;
     s.set_nonblocking(true)?;
-    let r = stream_out(&mut s, data, len, port, link.as_ref(), opts, &mut report);
+    let r = stream_out(&mut s, data, len, link.as_ref(), opts, &mut report);
     if let Some(l) = &link {
         l.close();
     }
@@ -304,50 +386,35 @@ fn stream_out(
     s: &mut TcpStream,
     data: &mut impl Read,
     len: u64,
-    port: u16,
-    link: Option<&AgentLink>,
+    link: Option<&PermitClient>,
     opts: &BulkOptions,
     report: &mut BulkReport,
 ) -> Result<(), BulkError> {
     let mut hash = Sha256::new();
     let mut buf = vec![0u8; opts.chunk.max(1)];
     let mut sent = 0u64;
-    let mut link = link;
     while sent < len {
-        // What the permit lets through now: all of a chunk without an agent.
-        let mut budget = buf.len() as u64;
-        if let Some(l) = link {
-            match l.ask(port, len - sent)? {
-                None => {
-                    tracing::warn!("bulk: the coorp agent stopped answering; sending without permits");
-                    link = None;
-                }
-                Some(p) => {
-                    report.under_agent = true;
-                    report.permits += 1;
-                    if !p.open {
-                        report.closed_permits += 1;
-                        let t = Instant::now();
-                        std::thread::sleep(Duration::from_millis(1));
-                        report.held += t.elapsed();
-                        continue;
-                    }
-                    if let Some(left) = p.left {
-                        let rate = if p.rate_bps > 0 { p.rate_bps } else { opts.rate_bps };
-                        let fits = (rate as f64 / 8.0 * left.as_secs_f64()) as u64;
-                        budget = budget.min(fits.saturating_sub(unsent(s)));
-                        if budget == 0 {
-                            // Nothing more fits before the window: wait for it to pass.
-                            let t = Instant::now();
-                            std::thread::sleep(left.min(Duration::from_millis(5)).max(Duration::from_micros(200)));
-                            report.held += t.elapsed();
-                            continue;
-                        }
-                    }
-                }
-            }
+        let budget = match link {
+            None => Budget::Unlimited,
+            Some(l) => l.budget(s, len - sent, opts.rate_bps)?,
+        };
+        if !matches!(budget, Budget::Unlimited) {
+            report.under_agent = true;
+            report.permits += 1;
         }
-        let n = budget.min(len - sent) as usize;
+        let n = match budget {
+            Budget::Closed(d) | Budget::Wait(d) => {
+                if matches!(budget, Budget::Closed(_)) {
+                    report.closed_permits += 1;
+                }
+                let t = Instant::now();
+                std::thread::sleep(d);
+                report.held += t.elapsed();
+                continue;
+            }
+            Budget::Bytes(b) => b.min(buf.len() as u64).min(len - sent) as usize,
+            Budget::Unlimited => (buf.len() as u64).min(len - sent) as usize,
+        };
         data.read_exact(&mut buf[..n])?;
         hash.update(&buf[..n]);
         write_all_nb(s, &buf[..n])?;
@@ -433,6 +500,25 @@ mod tests {
         p[4] = 2;
         assert_eq!(WirePermit::decode(&p), None);
         assert_eq!(WirePermit::decode(&good), None);
+    }
+
+    #[test]
+    fn a_budget_is_what_leaves_before_the_permit_ends() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let closed = WirePermit { open: false, left: None, rate_bps: 8_000_000 };
+        assert_eq!(budget_of(&closed, &s, 1), Budget::Closed(Duration::from_millis(1)));
+        let endless = WirePermit { open: true, left: None, rate_bps: 8_000_000 };
+        assert_eq!(budget_of(&endless, &s, 1), Budget::Unlimited);
+        // 10 ms at 1 MB/s, nothing in flight yet (and no delivery rate measured): 10 000 bytes.
+        let short = WirePermit { open: true, left: Some(Duration::from_millis(10)), rate_bps: 8_000_000 };
+        assert_eq!(budget_of(&short, &s, 1), Budget::Bytes(10_000));
+        // The agent's rate missing: the sender's own.
+        let no_rate = WirePermit { rate_bps: 0, ..short };
+        assert_eq!(budget_of(&no_rate, &s, 16_000_000), Budget::Bytes(20_000));
+        // Nothing fits in no time: wait, briefly.
+        let over = WirePermit { left: Some(Duration::ZERO), ..short };
+        assert_eq!(budget_of(&over, &s, 1), Budget::Wait(Duration::from_micros(200)));
     }
 
     #[test]
