@@ -2,8 +2,9 @@
 //! [parent module](super)), and the model's single-station goodput the agents shape to.
 
 use super::workload::{self, WorkloadParams};
-use super::{Bed, Channel, TestbedParams, cpu_ticks};
+use super::{Bed, Channel, TestbedParams};
 use crate::stats::round;
+use cohort_emu::cpustat::CpuTimes;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, SocketAddrV4, TcpStream};
@@ -82,7 +83,7 @@ pub fn choose_channel(p: &TestbedParams, progress: &mut impl FnMut(&str)) -> Res
         progress(&format!("channel search: {} {} Mbit/s", ch.phy, ch.data_mbps));
         let model = model_goodput(ch, "per_ac")?;
         let bed = Bed::up(p.workers, ch, "per_ac", p.seed)?;
-        let (steal0, total0) = cpu_ticks();
+        let cpu0 = CpuTimes::read(None).unwrap_or_default();
         let tcp = tcp_goodput(&bed, 7490, 1.0, p.probe_s)?;
         let wl = WorkloadParams {
             epochs: 1000,
@@ -93,7 +94,7 @@ pub fn choose_channel(p: &TestbedParams, progress: &mut impl FnMut(&str)) -> Res
         };
         let o = workload::run(&bed.leader, &bed.workers, &wl).map_err(|e| e.to_string())?;
         let late = bed.lateness();
-        let (steal1, total1) = cpu_ticks();
+        let cpu1 = CpuTimes::read(None).unwrap_or_default();
         bed.tb.down().map_err(|e| e.to_string())?;
         let late_p99 = late["late_us_p99"].as_f64().unwrap_or(f64::INFINITY);
         let ok = late_p99 <= p.max_late_us_p99 && tcp >= p.min_goodput_share * model;
@@ -105,7 +106,7 @@ pub fn choose_channel(p: &TestbedParams, progress: &mut impl FnMut(&str)) -> Res
             "workload_bulk_bytes_mbps": round(o.bh_bytes as f64 * 8.0 / o.run_s.max(1e-9) / 1e6, 2),
             "workload_loops": o.loops,
             "emulator": late,
-            "steal_share": round((steal1 - steal0) as f64 / (total1 - total0).max(1) as f64, 4),
+            "steal_share": round(cpu0.steal_share(&cpu1), 4),
             "sustained": ok,
         }));
         if ok {

@@ -30,6 +30,7 @@ pub mod workload;
 use crate::stats::{mean, quantile, round, thin};
 use agents::{AgentMode, AgentSpec, Agents};
 pub use channel::{choose_channel, model_goodput};
+use cohort_emu::cpustat::CpuTimes;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -186,14 +187,6 @@ fn run_name() -> String {
     format!("crl{}x{k}", std::process::id())
 }
 
-/// The guest's steal and total CPU time (USER_HZ ticks) from `/proc/stat`.
-pub(crate) fn cpu_ticks() -> (u64, u64) {
-    let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let v: Vec<u64> =
-        s.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
-    (v.get(7).copied().unwrap_or(0), v.iter().take(8).sum())
-}
-
 /// A testbed brought up for one run, with its robots' endpoints.
 pub(crate) struct Bed {
     pub(crate) tb: Testbed,
@@ -279,9 +272,9 @@ pub fn run_system(
         }
         None => None,
     };
-    let (steal0, total0) = cpu_ticks();
+    let cpu0 = CpuTimes::read(None).unwrap_or_default();
     let o = workload::run(&bed.leader, &bed.workers, &wl).map_err(|e| e.to_string());
-    let (steal1, total1) = cpu_ticks();
+    let cpu1 = CpuTimes::read(None).unwrap_or_default();
     let emulator = bed.lateness();
     let counters = match agents.take() {
         Some(a) => a.stop().map_err(|e| e.to_string())?,
@@ -294,7 +287,7 @@ pub fn run_system(
         rep,
         outcome: o?,
         emulator,
-        steal_share: round((steal1 - steal0) as f64 / (total1 - total0).max(1) as f64, 4),
+        steal_share: round(cpu0.steal_share(&cpu1), 4),
         agents: counters,
     })
 }
