@@ -6,7 +6,7 @@
 
 use cohort_emu::netns;
 use serde_json::Value;
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -239,4 +239,52 @@ pub fn control_beside_upload(pair: &Pair, mode: &str, loops: u32) -> Result<Pair
         && !pair.in_a(&["tc", "qdisc", "show", "dev", "va"]).contains("htb");
     let _ = std::fs::remove_file(&status);
     Ok(PairReport { before_ef: dscp.iter().position(|&d| d == 46), dscp, upload_bytes, agent, cleaned_up })
+}
+
+/// What [`cohort_bulk_under_agent`] saw.
+#[derive(Debug, Clone)]
+pub struct BulkPairReport {
+    pub bytes: u64,
+    /// The receiver verified length and SHA-256.
+    pub verified: bool,
+    pub under_agent: bool,
+    pub permits: u64,
+    pub closed_permits: u64,
+    /// The agent's count of bulk sessions.
+    pub agent_sessions: u64,
+}
+
+/// `bytes` of Cohort's own bulk (`cohort_net::preempt::bulk`) from A to B while the agent
+/// (COORP mode) runs on A: the sender asks it for permits.
+pub fn cohort_bulk_under_agent(pair: &Pair, bytes: usize) -> Result<BulkPairReport, String> {
+    use cohort_net::preempt::bulk::{self, BulkOptions};
+    let status = std::env::temp_dir().join(format!("coorp-agent-pair-{}-bulk.json", pair.a));
+    let _ = std::fs::remove_file(&status);
+    let mut agent =
+        pair.agent(&["--mode", "coorp", "--duration-s", "6"], &status).spawn().map_err(|e| e.to_string())?;
+    wait_for_status(&status, &mut agent)?;
+    let listener =
+        netns::in_netns(&pair.b, || TcpListener::bind(SocketAddrV4::new(B, UPLOAD_PORT))).map_err(err("receiver"))?;
+    let receiver = std::thread::spawn(move || bulk::recv(&listener, &mut std::io::sink(), Duration::from_secs(5)));
+    let data: Vec<u8> = (0..bytes as u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let opts = BulkOptions { agent_dev: Some("va".into()), ..BulkOptions::default() };
+    let to = std::net::SocketAddr::V4(SocketAddrV4::new(B, UPLOAD_PORT));
+    let sent =
+        netns::in_netns(&pair.a, || bulk::send(to, &mut &data[..], data.len() as u64, &opts).map_err(io::Error::other))
+            .map_err(err("bulk sender"))?;
+    let got = receiver.join().map_err(|_| "receiver panicked")?;
+    let out = agent.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("agent: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    let agent: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("agent output: {e}"))?;
+    let _ = std::fs::remove_file(&status);
+    Ok(BulkPairReport {
+        bytes: sent.bytes,
+        verified: got.is_ok_and(|r| r.bytes == bytes as u64),
+        under_agent: sent.under_agent,
+        permits: sent.permits,
+        closed_permits: sent.closed_permits,
+        agent_sessions: agent["stats"]["bulk_sessions"].as_u64().unwrap_or(0),
+    })
 }

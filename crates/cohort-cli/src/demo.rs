@@ -302,6 +302,15 @@ pub fn run(a: &DemoArgs) -> Result<ExitCode, DemoError> {
                 "   gate: {} holds around control messages; upload {:.1} MB; kernel state removed after: {}",
                 r.window_holds, r.upload_mb, r.cleaned_up
             );
+            println!(
+                "   then `cohort bulk` from A under the agent: {:.1} MB, verified by the receiver: {}; {} permits asked \
+                 ({} closed), {} session(s) at the agent",
+                r.cohort_bulk_mb,
+                r.cohort_bulk_verified,
+                r.cohort_bulk_permits,
+                r.cohort_bulk_closed_permits,
+                r.cohort_bulk_agent_sessions
+            );
         }
     }
     println!();
@@ -381,6 +390,13 @@ pub struct AgentDemo {
     pub window_holds: u64,
     pub upload_mb: f64,
     pub cleaned_up: bool,
+    /// Then Cohort's own bulk (`cohort bulk`) under the agent: MB sent, verified by the
+    /// receiver, permits asked and of them closed, sessions the agent saw.
+    pub cohort_bulk_mb: f64,
+    pub cohort_bulk_verified: bool,
+    pub cohort_bulk_permits: u64,
+    pub cohort_bulk_closed_permits: u64,
+    pub cohort_bulk_agent_sessions: u64,
 }
 
 /// Stage 6: two namespaces, the agent a real process of this binary, an unmarked control loop
@@ -391,6 +407,7 @@ fn agent_on_kernels() -> Result<AgentDemo, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let pair = Pair::new("demo", exe).map_err(|e| format!("{e} (sudo cohort demo runs it)"))?;
     let r = control_beside_upload(&pair, "coorp", 120)?;
+    let b = cohort_bench::coorp_agent_pair::cohort_bulk_under_agent(&pair, 4 << 20)?;
     let flows = r.agent["flows"]
         .as_array()
         .into_iter()
@@ -420,6 +437,11 @@ fn agent_on_kernels() -> Result<AgentDemo, String> {
         window_holds: r.agent["stats"]["window_holds"].as_u64().unwrap_or(0),
         upload_mb: r.upload_bytes as f64 / 1e6,
         cleaned_up: r.cleaned_up,
+        cohort_bulk_mb: b.bytes as f64 / 1e6,
+        cohort_bulk_verified: b.verified && b.under_agent,
+        cohort_bulk_permits: b.permits,
+        cohort_bulk_closed_permits: b.closed_permits,
+        cohort_bulk_agent_sessions: b.agent_sessions,
     })
 }
 
