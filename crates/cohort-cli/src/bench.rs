@@ -315,15 +315,9 @@ struct FidelityArgs {
     /// priority on every core.
     #[arg(long)]
     background_load: bool,
-    /// Cohort's emulator busy-polls (see `cohort testbed up --busy-poll`).
-    #[arg(long)]
-    busy_poll: bool,
-    /// Cohort's emulator runs on this CPU only.
-    #[arg(long)]
-    cpu: Option<usize>,
-    /// Cohort's emulator locks its memory.
-    #[arg(long)]
-    lock_memory: bool,
+    /// Cohort's emulator's timing options (as `cohort testbed up`'s).
+    #[command(flatten)]
+    emu: crate::testbed_cmd::EmuTimingFlags,
     /// Also write the JSON here and the delay-error CDF next to it (`.png`).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -847,7 +841,7 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
         ));
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if let Some(cpu) = a.cpu.filter(|&c| c >= cpus) {
+    if let Some(cpu) = a.emu.cpu.filter(|&c| c >= cpus) {
         return Err(BenchError::Invalid(format!("--cpu {cpu}: this machine has CPUs 0-{}", cpus - 1)));
     }
     let p = cohort_bench::fidelity::FidelityParams {
@@ -860,9 +854,9 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
         rattan: !a.no_rattan,
         reps: a.reps,
         background_load: a.background_load,
-        busy_poll: a.busy_poll,
-        cpu: a.cpu,
-        lock_memory: a.lock_memory,
+        busy_poll: a.emu.busy_poll,
+        cpu: a.emu.cpu,
+        lock_memory: a.emu.lock_memory,
         ..Default::default()
     };
     let r = cohort_bench::fidelity::run(&p).map_err(BenchError::Run)?;

@@ -20,19 +20,44 @@ struct EmuFlags {
     /// SCHED_FIFO priority of the emulator (0: the default scheduler).
     #[arg(long, default_value_t = 50)]
     rt_priority: i32,
-    /// Never block in the kernel: poll sockets and clock in a loop (most of one CPU; for a
-    /// machine with other work on it).
-    #[arg(long)]
-    busy_poll: bool,
-    /// Run the emulator on this CPU only.
-    #[arg(long)]
-    cpu: Option<usize>,
-    /// Lock the emulator's memory (mlockall).
-    #[arg(long)]
-    lock_memory: bool,
+    #[command(flatten)]
+    timing: EmuTimingFlags,
     /// Write one JSON line per frame to this file.
     #[arg(long)]
     frame_log: Option<PathBuf>,
+}
+
+/// How the emulator holds its timing on a machine with other work (`cohort testbed up` and
+/// `cohort bench testbed-fidelity`).
+#[derive(Debug, Clone, Args)]
+pub struct EmuTimingFlags {
+    /// Never block in the kernel: poll sockets and clock in a loop (most of one CPU; for a
+    /// machine with other work on it).
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Run the emulator on this CPU only.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Lock the emulator's memory (mlockall).
+    #[arg(long)]
+    pub lock_memory: bool,
+}
+
+impl EmuTimingFlags {
+    /// The same flags on a command line.
+    fn args(&self) -> Vec<String> {
+        let mut v = Vec::new();
+        if self.busy_poll {
+            v.push("--busy-poll".into());
+        }
+        if let Some(cpu) = self.cpu {
+            v.extend(["--cpu".into(), cpu.to_string()]);
+        }
+        if self.lock_memory {
+            v.push("--lock-memory".into());
+        }
+        v
+    }
 }
 
 impl EmuFlags {
@@ -40,9 +65,9 @@ impl EmuFlags {
         EmuOptions {
             spin_us: self.spin_us,
             rt_priority: (self.rt_priority > 0).then_some(self.rt_priority),
-            busy_poll: self.busy_poll,
-            cpu: self.cpu,
-            lock_memory: self.lock_memory,
+            busy_poll: self.timing.busy_poll,
+            cpu: self.timing.cpu,
+            lock_memory: self.timing.lock_memory,
             frame_log: self.frame_log.clone(),
             ..EmuOptions::default()
         }
@@ -107,15 +132,7 @@ pub fn run(a: &TestbedArgs) -> Result<ExitCode, TestbedError> {
                 "--rt-priority".into(),
                 emu.rt_priority.to_string(),
             ]);
-            if emu.busy_poll {
-                args.push("--busy-poll".into());
-            }
-            if let Some(cpu) = emu.cpu {
-                args.extend(["--cpu".into(), cpu.to_string()]);
-            }
-            if emu.lock_memory {
-                args.push("--lock-memory".into());
-            }
+            args.extend(emu.timing.args());
             if let Some(p) = &emu.frame_log {
                 args.extend(["--frame-log".into(), p.display().to_string()]);
             }
