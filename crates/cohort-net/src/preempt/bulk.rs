@@ -398,7 +398,8 @@ fn stream_out(
             None => Budget::Unlimited,
             Some(l) => l.budget(s, len - sent, opts.rate_bps)?,
         };
-        if !matches!(budget, Budget::Unlimited) {
+        // An answer from the agent (an open permit without an end is one too).
+        if link.is_some_and(|l| !l.gone.get()) {
             report.under_agent = true;
             report.permits += 1;
         }
