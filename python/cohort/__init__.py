@@ -3,7 +3,8 @@
 The protocols and the runtime are Rust. This package exposes them to Python through the
 native module ``cohort._native`` (built by maturin from ``crates/cohort-py``):
 
-* :class:`cohort.LrtSocket`: the coded transport (reliable, in-order messages over UDP);
+* :class:`cohort.LrtSocket`: the coded transport (reliable, in-order messages over UDP), and
+  :class:`cohort.LrtListener`: one port for connections from many robots;
 * :class:`cohort.GroupSocket`: group request-reply and membership (GCBRR);
 * :mod:`cohort.sim`: the deterministic simulator; :mod:`cohort.medium`: the 802.11 model's
   saturation runs;
@@ -33,7 +34,7 @@ from cohort.errors import (
 if TYPE_CHECKING:
     from cohort import medium, sim
     from cohort.group import GroupSocket
-    from cohort.lrt import LrtSocket
+    from cohort.lrt import LrtListener, LrtSocket
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigError",
     "GroupSocket",
     "IoError",
+    "LrtListener",
     "LrtSocket",
     "MessageSizeError",
     "StateError",
@@ -52,7 +54,11 @@ __all__ = [
 ]
 
 # Loaded on first use, so `cohort.tune` and `cohort.plot` need no native module.
-_LAZY = {"LrtSocket": ("cohort.lrt", "LrtSocket"), "GroupSocket": ("cohort.group", "GroupSocket")}
+_LAZY = {
+    "LrtSocket": ("cohort.lrt", "LrtSocket"),
+    "LrtListener": ("cohort.lrt", "LrtListener"),
+    "GroupSocket": ("cohort.group", "GroupSocket"),
+}
 _LAZY_MODULES = {"sim", "medium", "lrt", "group"}
 
 

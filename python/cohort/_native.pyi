@@ -10,6 +10,7 @@ __all__ = [
     "GroupReplies",
     "GroupRequest",
     "GroupSocket",
+    "LrtListener",
     "LrtSocket",
     "Pending",
     "SaturationReport",
@@ -61,6 +62,31 @@ class LrtSocket:
     def local_addr(self) -> tuple[str, int]: ...
     @property
     def peer_addr(self) -> tuple[str, int] | None: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...
+
+@final
+class LrtListener:
+    @staticmethod
+    def bind(
+        addr: str,
+        *,
+        secret: bytes | bytearray,
+        team: int,
+        sender_id: int,
+        dscp: int | None = None,
+        priority: int | None = None,
+        handshake_timeout: float = 5.0,
+        idle_timeout: float = 10.0,
+        rate_mbps: float | None = None,
+        estimate_rate: bool = False,
+        max_connections: int = 256,
+    ) -> LrtListener: ...
+    def accept(self, timeout: float | None = None) -> LrtSocket: ...
+    def stats(self) -> dict[str, Any]: ...
+    @property
+    def local_addr(self) -> tuple[str, int]: ...
     @property
     def closed(self) -> bool: ...
     def close(self) -> None: ...

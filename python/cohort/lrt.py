@@ -1,7 +1,9 @@
 """The coded transport (LRT): reliable, in-order messages over UDP with network coding.
 
 :class:`LrtSocket` is one connection; both ends hold the team's secret and team id, and every
-datagram is sealed with the key derived from them. It wraps the Rust
+datagram is sealed with the key derived from them. :class:`LrtListener` serves one UDP port to
+any number of robots (and to a robot again after it restarts), each connection an
+:class:`LrtSocket`. It wraps the Rust
 ``cohort_net::LrtSocket`` (its driver thread, its timers, real UDP). Blocking calls release the
 GIL while they wait; ``*_async`` calls are awaitable on any asyncio loop.
 """
@@ -14,7 +16,7 @@ from typing import Any
 
 from cohort import _aio, _native
 
-__all__ = ["LrtSocket"]
+__all__ = ["LrtListener", "LrtSocket"]
 
 
 class LrtSocket:
@@ -195,3 +197,93 @@ class LrtSocket:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"peer={self.peer_addr}"
         return f"LrtSocket(local={self.local_addr}, {state})"
+
+
+class LrtListener:
+    """Accepts LRT connections from many robots on one UDP port; each :meth:`accept` returns
+    one :class:`LrtSocket`. A robot that restarts connects again as a new connection; at most
+    ``max_connections`` are open at once (later peers are refused and counted).
+
+    >>> ground = LrtListener.bind("127.0.0.1:0", secret=b"k" * 32, team=1, sender_id=1)
+    >>> host, port = ground.local_addr
+    >>> robots = [LrtSocket.connect(f"{host}:{port}", secret=b"k" * 32, team=1, sender_id=i) for i in (2, 3)]
+    >>> conns = [ground.accept(timeout=5) for _ in robots]
+    >>> for i, r in zip((2, 3), robots): r.send(b"robot %d" % i)
+    >>> sorted(c.recv(timeout=5) for c in conns)
+    [b'robot 2', b'robot 3']
+    >>> ground.stats()["open"]
+    2
+    >>> for r in robots: r.close()
+    >>> ground.close()
+    """
+
+    def __init__(self, native: _native.LrtListener) -> None:
+        self._l = native
+
+    @classmethod
+    def bind(
+        cls,
+        addr: str,
+        *,
+        secret: bytes,
+        team: int,
+        sender_id: int,
+        dscp: int | None = None,
+        priority: int | None = None,
+        handshake_timeout: float = 5.0,
+        idle_timeout: float = 10.0,
+        rate_mbps: float | None = None,
+        estimate_rate: bool = False,
+        max_connections: int = 256,
+    ) -> LrtListener:
+        """Binds ``addr`` (``"ip:port"``) and serves it; the options are
+        :meth:`LrtSocket.listen`'s, for every connection of the port."""
+        return cls(
+            _native.LrtListener.bind(
+                addr,
+                secret=secret,
+                team=team,
+                sender_id=sender_id,
+                dscp=dscp,
+                priority=priority,
+                handshake_timeout=handshake_timeout,
+                idle_timeout=idle_timeout,
+                rate_mbps=rate_mbps,
+                estimate_rate=estimate_rate,
+                max_connections=max_connections,
+            )
+        )
+
+    def accept(self, timeout: float | None = None) -> LrtSocket:
+        """The next connection, waiting up to ``timeout`` seconds (forever with ``None``);
+        :class:`cohort.TimeoutError` when none came."""
+        return LrtSocket(self._l.accept(timeout))
+
+    def stats(self) -> dict[str, Any]:
+        """``connections``, ``ended``, ``unrouted`` (datagrams for no connection: stale or
+        forged), ``refused`` (beyond ``max_connections``), ``datagrams_received``, ``open``."""
+        return self._l.stats()
+
+    @property
+    def local_addr(self) -> tuple[str, int]:
+        return self._l.local_addr
+
+    @property
+    def closed(self) -> bool:
+        return self._l.closed
+
+    def close(self) -> None:
+        """Closes every connection of the port (their peers are told) and stops serving it.
+        Closing twice does nothing."""
+        self._l.close()
+
+    def __enter__(self) -> LrtListener:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LrtListener(local={self.local_addr}, {'closed' if self.closed else 'open'})"

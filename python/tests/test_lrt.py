@@ -15,7 +15,7 @@ import pytest
 
 import cohort
 import cohort.lrt
-from cohort import LrtSocket
+from cohort import LrtListener, LrtSocket
 
 SECRET = b"python test secret, 32 bytes!!!!"
 WAIT = 10.0
@@ -299,3 +299,57 @@ def test_a_receive_cancelled_after_it_took_a_message_keeps_it(pair: tuple[LrtSoc
         assert await server.recv_async() == b"second"
 
     asyncio.run(asyncio.wait_for(main(), WAIT))
+
+
+def test_a_listener_serves_many_robots_and_a_restarted_one_again() -> None:
+    with LrtListener.bind("127.0.0.1:0", secret=SECRET, team=7, sender_id=1) as ground:
+        host, port = ground.local_addr
+        robots = {i: LrtSocket.connect(f"{host}:{port}", secret=SECRET, team=7, sender_id=i) for i in (2, 3, 4)}
+        conns = [ground.accept(timeout=WAIT) for _ in robots]
+        for i, r in robots.items():
+            for k in range(20):
+                r.send(b"%d:%d" % (i, k))
+        # Each connection carries exactly one robot's messages, in order.
+        got = {}
+        for c in conns:
+            msgs = [c.recv(timeout=WAIT) for _ in range(20)]
+            sender = msgs[0].split(b":")[0]
+            assert msgs == [b"%s:%d" % (sender, k) for k in range(20)]
+            got[sender] = c
+        assert sorted(got) == [b"2", b"3", b"4"]
+        # A reply goes back to the robot that sent.
+        got[b"3"].send(b"ack 3")
+        assert robots[3].recv(timeout=WAIT) == b"ack 3"
+        # Robot 2 restarts (a new socket, the same id): a new connection on the same port.
+        robots[2].close()
+        robots[2] = LrtSocket.connect(f"{host}:{port}", secret=SECRET, team=7, sender_id=2)
+        again = ground.accept(timeout=WAIT)
+        robots[2].send(b"back")
+        assert again.recv(timeout=WAIT) == b"back"
+        assert ground.stats()["connections"] == 4
+        for r in robots.values():
+            r.close()
+    assert ground.closed
+    with pytest.raises(cohort.ClosedError):
+        ground.accept(timeout=0.1)
+
+
+def test_a_listener_refuses_beyond_its_bound_and_times_out_an_empty_accept() -> None:
+    with LrtListener.bind("127.0.0.1:0", secret=SECRET, team=7, sender_id=1, max_connections=1) as ground:
+        with pytest.raises(cohort.TimeoutError):
+            ground.accept(timeout=0.2)
+        host, port = ground.local_addr
+        first = LrtSocket.connect(f"{host}:{port}", secret=SECRET, team=7, sender_id=2)
+        # Held: dropping an accepted connection closes it, and frees its place.
+        conn = ground.accept(timeout=WAIT)
+        # A second robot beyond the bound gets no answer: its connect fails, the port counts it.
+        with pytest.raises(cohort.ClosedError):
+            LrtSocket.connect(f"{host}:{port}", secret=SECRET, team=7, sender_id=3, handshake_timeout=1.0)
+        assert ground.stats()["refused"] >= 1
+        assert ground.stats()["open"] == 1
+        conn.close()
+        first.close()
+    with pytest.raises(cohort.ConfigError):
+        LrtListener.bind("127.0.0.1:0", secret=SECRET, team=7, sender_id=1, max_connections=0)
+    with pytest.raises(cohort.ConfigError):
+        LrtListener.bind("not an address", secret=SECRET, team=7, sender_id=1)

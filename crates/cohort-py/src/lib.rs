@@ -20,6 +20,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lrt::PyLrtSocket>()?;
+    m.add_class::<lrt::PyLrtListener>()?;
     m.add_class::<group::PyGroupSocket>()?;
     m.add_class::<group::PyGroupRequest>()?;
     m.add_class::<group::PyReplies>()?;

@@ -1,8 +1,9 @@
-//! `LrtSocket`: `cohort_net::LrtSocket` (the coded transport) for Python.
+//! `LrtSocket`: `cohort_net::LrtSocket` (the coded transport) for Python, and `LrtListener`:
+//! `cohort_net::LrtListener` (one port, connections from many peers).
 
 use crate::errors::{self, Class, Error};
 use crate::wait::{self, Outcome, Pending};
-use cohort_net::{LrtSocket, NetError, SocketConfig, SocketStats};
+use cohort_net::{LrtListener, LrtSocket, NetError, SocketConfig, SocketStats};
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
@@ -234,6 +235,87 @@ macro_rules! put {
     ($d:expr, $s:expr, $($f:ident),+ $(,)?) => {
         $( $d.set_item(stringify!($f), $s.$f)?; )+
     };
+}
+
+/// Accepts LRT connections from many peers on one UDP port (see `cohort.LrtListener`).
+#[pyclass(frozen, module = "cohort._native", name = "LrtListener")]
+#[derive(Debug)]
+pub struct PyLrtListener {
+    inner: Mutex<Option<Arc<LrtListener>>>,
+    local: SocketAddr,
+}
+
+impl PyLrtListener {
+    fn get(&self) -> Result<Arc<LrtListener>, Error> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(Error::closed_locally)
+    }
+}
+
+#[pymethods]
+impl PyLrtListener {
+    #[staticmethod]
+    #[pyo3(signature = (addr, *, secret, team, sender_id, dscp=None, priority=None, handshake_timeout=5.0, idle_timeout=10.0, rate_mbps=None, estimate_rate=false, max_connections=256))]
+    #[allow(clippy::too_many_arguments)]
+    fn bind(
+        py: Python<'_>,
+        addr: &str,
+        secret: PyBackedBytes,
+        team: u32,
+        sender_id: u32,
+        dscp: Option<u8>,
+        priority: Option<u32>,
+        handshake_timeout: f64,
+        idle_timeout: f64,
+        rate_mbps: Option<f64>,
+        estimate_rate: bool,
+        max_connections: usize,
+    ) -> PyResult<Self> {
+        let addr = errors::address(addr)?;
+        let o = Options { dscp, priority, handshake_timeout, idle_timeout, rate_mbps, estimate_rate };
+        let cfg = config(&secret, team, sender_id, o)?;
+        let l = py.detach(|| LrtListener::bind_with_limit(addr, cfg, max_connections)).map_err(net)?;
+        let local = l.local_addr();
+        Ok(PyLrtListener { inner: Mutex::new(Some(Arc::new(l))), local })
+    }
+
+    /// The next connection, waiting up to `timeout` seconds (forever with None).
+    #[pyo3(signature = (timeout=None))]
+    fn accept(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyLrtSocket> {
+        let t = errors::timeout(timeout)?;
+        let l = self.get()?;
+        let s = wait::sliced(py, t, |slice| l.accept(Some(slice)).map_err(net), is_timeout)?;
+        Ok(PyLrtSocket::new(s))
+    }
+
+    /// Counters: connections made and ended, datagrams for no connection, peers refused
+    /// beyond `max_connections`, datagrams received, and connections open now.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let (s, open) = self.get()?.stats();
+        let d = PyDict::new(py);
+        put!(d, s, connections, ended, unrouted, refused, datagrams_received);
+        d.set_item("open", open)?;
+        Ok(d)
+    }
+
+    #[getter]
+    fn local_addr(&self) -> (String, u16) {
+        addr_tuple(self.local)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+    }
+
+    /// Closes every connection of the port (their peers are told) and stops serving it.
+    /// Connections already accepted end too. Closing twice does nothing.
+    fn close(&self, py: Python<'_>) {
+        let taken = self.inner.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(l) = taken {
+            // Another thread may be inside `accept`; the last holder's drop closes it.
+            py.detach(|| drop(l));
+        }
+    }
 }
 
 pub(crate) fn frames_dict<'py>(
