@@ -5,7 +5,7 @@
 //! clocks) and check order. Lines from stdin travel as they are and are printed by `recv`.
 
 use clap::{Args, Subcommand};
-use cohort_net::{LrtSocket, MpLrtSocket, NetError, SocketConfig};
+use cohort_net::{LrtListener, LrtSocket, MpLrtSocket, NetError, SocketConfig};
 use cohort_proto::lrt::CloseReason;
 use serde::Serialize;
 use std::io::{BufRead, Write};
@@ -69,7 +69,8 @@ enum LrtCmd {
         #[arg(long, default_value_t = 1000)]
         count: u64,
     },
-    /// Accept one sender and receive until it closes (or `--count` messages arrive).
+    /// Accept one sender (`--peers N`: N senders on one port, each its own connection) and
+    /// receive until it closes (or `--count` messages arrive from it).
     Recv {
         /// Address to listen on; several make a multipath receiver (path `i` on address `i`).
         #[arg(long, required = true)]
@@ -84,11 +85,17 @@ enum LrtCmd {
         /// Give up when no sender connects within this many seconds.
         #[arg(long, default_value_t = 60.0)]
         accept_timeout_s: f64,
+        /// Senders to accept on the one `--listen` port (`LrtListener`); each is received on
+        /// its own thread and reported apart.
+        #[arg(long, default_value_t = 1)]
+        peers: usize,
     },
 }
 
 #[derive(Debug, Default, Serialize)]
 struct RecvSummary {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peer: Option<String>,
     messages: u64,
     timestamped: u64,
     in_order: bool,
@@ -114,11 +121,18 @@ trait Endpoint {
     fn rejected(&self) -> u64;
     /// The sender's counters as JSON (with per-path ones for multipath).
     fn summary(&self, sent: u64) -> serde_json::Value;
+    /// The peer's address, where there is one.
+    fn peer(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Endpoint for LrtSocket {
     fn send(&self, m: &[u8]) -> Result<(), NetError> {
         LrtSocket::send(self, m)
+    }
+    fn peer(&self) -> Option<String> {
+        self.peer_addr().map(|a| a.to_string())
     }
     fn recv(&self) -> Result<Vec<u8>, NetError> {
         LrtSocket::recv(self)
@@ -192,8 +206,31 @@ pub fn run(a: &LrtArgs) -> Result<ExitCode, NetError> {
                 None => send(&MpLrtSocket::connect(path, cfg, Default::default())?, team, *size, *interval_ms, *count),
             }
         }
-        LrtCmd::Recv { listen, multipath, team, count, accept_timeout_s } => {
+        LrtCmd::Recv { listen, multipath, team, count, accept_timeout_s, peers } => {
             let (cfg, wait) = (socket_config(team), Some(Duration::from_secs_f64(accept_timeout_s.max(0.0))));
+            if *peers == 0 || (*peers > 1 && (*multipath || listen.len() > 1)) {
+                return Err(NetError::Config(
+                    "--peers is at least 1, and more than 1 needs one --listen address".into(),
+                ));
+            }
+            if *peers > 1 {
+                let l = LrtListener::bind(listen[0], cfg)?;
+                let conns = (0..*peers).map(|_| l.accept(wait)).collect::<Result<Vec<_>, _>>()?;
+                let sums = std::thread::scope(|s| {
+                    let hs: Vec<_> = conns.iter().map(|c| s.spawn(move || receive(c, team, *count))).collect();
+                    hs.into_iter()
+                        .map(|h| {
+                            h.join().unwrap_or_else(|_| {
+                                Err(NetError::Io(std::io::Error::other("a receiving thread panicked")))
+                            })
+                        })
+                        .collect::<Result<Vec<_>, _>>()
+                })?;
+                for sum in &sums {
+                    report(sum, team.json);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             if *multipath || listen.len() > 1 {
                 let sock = MpLrtSocket::listen(listen, cfg, Default::default())?;
                 sock.wait_connected(wait)?;
@@ -267,11 +304,16 @@ fn send(
 }
 
 fn recv(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<ExitCode, NetError> {
-    let mut sum = RecvSummary { in_order: true, ..Default::default() };
+    report(&receive(sock, t, count)?, t.json);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Receives until the sender closes or `count` messages came; text lines go to stdout, whole.
+fn receive(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<RecvSummary, NetError> {
+    let mut sum = RecvSummary { in_order: true, peer: sock.peer(), ..Default::default() };
     let mut delays = vec![];
     let mut expect = 0u64;
     let stdout = std::io::stdout();
-    let mut out = stdout.lock();
     while count.is_none_or(|c| sum.messages < c) {
         let m = match sock.recv() {
             Ok(m) => m,
@@ -287,6 +329,7 @@ fn recv(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<ExitCo
             sum.timestamped += 1;
             delays.push(now_ns().saturating_sub(at) as f64 / 1e6);
         } else if !t.json {
+            let mut out = stdout.lock();
             out.write_all(&m)?;
             out.write_all(b"\n")?;
         }
@@ -299,11 +342,16 @@ fn recv(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<ExitCo
     sum.rejected_frames = sock.rejected();
     sum.recovered_symbols_note =
         "delays use the sender's wall clock: compare across hosts only with synchronised clocks";
-    if t.json {
+    Ok(sum)
+}
+
+fn report(sum: &RecvSummary, json: bool) {
+    if json {
         println!("{}", serde_json::to_string_pretty(&sum).unwrap_or_default());
     } else {
         eprintln!(
-            "received {} messages ({} timestamped, in order: {}), delay p50 {:.2} p90 {:.2} p99 {:.2} max {:.2} ms, {} forged/replayed datagrams dropped",
+            "{}received {} messages ({} timestamped, in order: {}), delay p50 {:.2} p90 {:.2} p99 {:.2} max {:.2} ms, {} forged/replayed datagrams dropped",
+            sum.peer.as_ref().map(|p| format!("from {p}: ")).unwrap_or_default(),
             sum.messages,
             sum.timestamped,
             sum.in_order,
@@ -314,5 +362,4 @@ fn recv(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<ExitCo
             sum.rejected_frames
         );
     }
-    Ok(ExitCode::SUCCESS)
 }

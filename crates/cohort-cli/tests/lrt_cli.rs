@@ -69,3 +69,44 @@ fn a_malformed_path_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected LOCAL=PEER"));
 }
+
+#[test]
+fn one_port_receives_several_senders_each_in_order() {
+    let p = port("127.0.0.1");
+    let recv = cohort()
+        .args(["lrt", "recv", "--peers", "3", "--count", "200", "--json", "--accept-timeout-s", "20"])
+        .args(["--listen", &format!("127.0.0.1:{p}")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let senders: Vec<_> = (2..5)
+        .map(|id| {
+            cohort()
+                .args(["lrt", "send", &format!("127.0.0.1:{p}"), "--size", "300", "--interval-ms", "1"])
+                .args(["--count", "200", "--json", "--sender-id", &id.to_string()])
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut s in senders {
+        assert!(s.wait().unwrap().success());
+    }
+    let out = recv.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // One summary per sender, each from its own address, all 200 in order.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let sums: Vec<serde_json::Value> =
+        serde_json::Deserializer::from_str(&text).into_iter().collect::<Result<_, _>>().unwrap();
+    assert_eq!(sums.len(), 3, "{text}");
+    let mut peers: Vec<&str> = sums.iter().map(|s| s["peer"].as_str().unwrap()).collect();
+    peers.sort_unstable();
+    peers.dedup();
+    assert_eq!(peers.len(), 3);
+    assert!(sums.iter().all(|s| s["messages"] == 200 && s["in_order"] == true), "{text}");
+
+    let bad = cohort().args(["lrt", "recv", "--peers", "0", "--listen", "127.0.0.1:9"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--peers"), "{bad:?}");
+}
