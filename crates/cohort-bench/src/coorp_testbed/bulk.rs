@@ -36,6 +36,17 @@ pub(crate) fn read_n(s: &mut TcpStream, n: usize, stop: &AtomicBool, buf: &mut [
 /// The rate a permit is planned with when the agent gives none (it always does).
 const FALLBACK_RATE_BPS: u64 = 100_000_000;
 
+/// Closes a transfer's permit session when the transfer ends, however it ends.
+struct SessionEnd<'a>(Option<&'a PermitClient>);
+
+impl Drop for SessionEnd<'_> {
+    fn drop(&mut self) {
+        if let Some(p) = self.0 {
+            p.close();
+        }
+    }
+}
+
 /// Writes `n` bytes unless `stop` is set first, each chunk within the agent's permit when
 /// `permits` is given (the transfer's session is closed at the end, for an early release);
 /// returns whether all went.
@@ -46,20 +57,7 @@ pub(crate) fn write_n(
     buf: &[u8],
     permits: Option<&PermitClient>,
 ) -> io::Result<bool> {
-    let r = write_permitted(s, n, stop, buf, permits);
-    if let Some(p) = permits {
-        p.close();
-    }
-    r
-}
-
-fn write_permitted(
-    s: &mut TcpStream,
-    n: usize,
-    stop: &AtomicBool,
-    buf: &[u8],
-    permits: Option<&PermitClient>,
-) -> io::Result<bool> {
+    let _end = SessionEnd(permits);
     let mut left = n;
     while left > 0 {
         if stop.load(Ordering::Relaxed) {
