@@ -309,8 +309,8 @@ impl PermitClient {
         let mut buf = [0u8; 64];
         while Instant::now() < deadline {
             match self.sock.recv(&mut buf) {
-                // Answers to an earlier, timed-out question are skipped by their age: every
-                // answer is current, so the first well-formed one is taken.
+                // The first well-formed answer is this question's: after an unanswered one
+                // `budget` asks no more, so no late answer can be waiting.
                 Ok(n) => {
                     if let Some(p) = WirePermit::decode(&buf[..n]) {
                         return Ok(Some(p));
