@@ -299,7 +299,8 @@ impl PermitClient {
     }
 
     /// Asks for a permit with `pending` bytes left; `None` when the agent did not answer in
-    /// time (it stopped).
+    /// time (it stopped). After a `None` a late answer may still arrive and would be read as
+    /// the next question's: [`budget`](Self::budget) stops asking instead.
     pub fn ask(&self, port: u16, pending: u64) -> io::Result<Option<WirePermit>> {
         let req = BulkRequest::Demand { session: self.session, port, pending };
         if let Err(e) = self.sock.send_to_addr(&req.encode(), &self.to) {
