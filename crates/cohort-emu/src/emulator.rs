@@ -119,6 +119,19 @@ pub struct Control {
     pub stop: AtomicBool,
     /// Set to have the status published at once (it is cleared when done).
     pub want_status: AtomicBool,
+    /// Traces for point-to-point links to start playing now, `(link, trace)`; the flag
+    /// says some wait (see [`Control::play`]).
+    pub traces: std::sync::Mutex<Vec<(usize, cohort_medium::trace::Trace)>>,
+    pub traces_waiting: AtomicBool,
+}
+
+impl Control {
+    /// Has link `link` start following `trace` at the emulator's next turn (within
+    /// microseconds while it runs).
+    pub fn play(&self, link: usize, trace: cohort_medium::trace::Trace) {
+        self.traces.lock().unwrap_or_else(|e| e.into_inner()).push((link, trace));
+        self.traces_waiting.store(true, Ordering::Release);
+    }
 }
 
 /// The fabric and its sockets (port `i` of the fabric is socket `i`).
@@ -376,6 +389,15 @@ impl Emulator {
         let mut next_status = std::time::Instant::now();
         let mut last_rest = std::time::Instant::now();
         while !ctl.stop.load(Ordering::Relaxed) {
+            if ctl.traces_waiting.swap(false, Ordering::Acquire) {
+                let traces = std::mem::take(&mut *ctl.traces.lock().unwrap_or_else(|e| e.into_inner()));
+                for (link, trace) in traces {
+                    let now = self.now();
+                    if let Err(e) = self.fabric.play(link, now, trace) {
+                        tracing::warn!("link {link} cannot play its trace: {e}");
+                    }
+                }
+            }
             let more = self.receive(&mut buf)?;
             self.deliver();
             if ctl.want_status.swap(false, Ordering::Relaxed) || std::time::Instant::now() >= next_status {

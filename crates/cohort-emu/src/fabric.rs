@@ -10,9 +10,16 @@
 //! is flooded the same way, as a bridge would), and the access category comes from the
 //! frame's priority the way Linux's `cfg80211_classify8021d` picks it: the VLAN PCP if
 //! tagged, else the DSCP of an IPv4/IPv6 header (RFC 8325 mapping), else best effort.
+//!
+//! A point-to-point link can follow a [`Trace`] (a robot moving past access points, a
+//! recorded field measurement): from the time it starts playing, each step's parameters apply
+//! to both directions of the link when their time comes, and while a step says the link is out
+//! every frame offered to it is lost (counted as `outage_drops`; frames already on their way
+//! still arrive), the same rules the simulator's multipath paths follow.
 
 use crate::scenario::{Mode, TestbedScenario};
 use cohort_medium::link::{Link, LinkParams};
+use cohort_medium::trace::Trace;
 use cohort_medium::wifi::{Ac, Dest, DropReason, Medium, MediumEvent};
 use cohort_time::Instant;
 use serde::{Deserialize, Serialize};
@@ -59,9 +66,56 @@ pub enum Refused {
     QueueFull,
 }
 
+/// Why a trace cannot be played.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum TraceRefused {
+    #[error("link {0} does not exist (the scenario has {1})")]
+    NoLink(usize, usize),
+    #[error("only point-to-point links follow traces")]
+    NotP2p,
+    #[error("trace step {step}: {why}")]
+    Invalid { step: usize, why: String },
+}
+
+/// A trace a link is playing.
+struct Playing {
+    start: Instant,
+    steps: Trace,
+    /// The next step to apply.
+    next: usize,
+    out: bool,
+}
+
 struct P2pLink {
     ports: [usize; 2],
     dir: [Link<FrameBuf>; 2],
+    playing: Option<Playing>,
+    /// Frames offered while the link was out, per direction.
+    outage_drops: [u64; 2],
+}
+
+impl P2pLink {
+    /// Applies the trace's steps due by `now`; whether the link is out.
+    fn advance(&mut self, now: Instant) -> bool {
+        let Some(p) = &mut self.playing else { return false };
+        while let Some(&(at, state)) = p.steps.get(p.next) {
+            if p.start + at > now {
+                break;
+            }
+            match state {
+                Some(params) => {
+                    for d in &mut self.dir {
+                        // Checked when the trace was accepted: this cannot fail.
+                        let _ = d.set_params(params);
+                    }
+                    p.out = false;
+                }
+                None => p.out = true,
+            }
+            p.next += 1;
+        }
+        p.out
+    }
 }
 
 enum Net {
@@ -127,6 +181,9 @@ pub struct FabricCounters {
     /// Frames waiting in qdiscs now.
     #[serde(default)]
     pub qdisc_backlog: u64,
+    /// Frames offered to a point-to-point link while its trace had it out.
+    #[serde(default)]
+    pub outage_drops: u64,
 }
 
 /// One direction of a point-to-point link.
@@ -144,6 +201,15 @@ pub struct LinkStatus {
     pub duplicated: u64,
     pub reordered: u64,
     pub queued_packets: usize,
+    /// Frames offered while the link's trace had it out.
+    #[serde(default)]
+    pub outage_drops: u64,
+    /// Whether the link's trace has it out now.
+    #[serde(default)]
+    pub out: bool,
+    /// Its transmitter's rate now (a trace changes it), bit/s.
+    #[serde(default)]
+    pub rate_bps: u64,
 }
 
 /// One access category of one station.
@@ -257,7 +323,14 @@ impl Fabric {
                     let (ab, ba): (LinkParams, LinkParams) = l.directions()?;
                     let seed = s.seed.wrapping_mul(1_000_003).wrapping_add(2 * k as u64);
                     let link = |p, seed| Link::new(p, seed).expect("validated parameters");
-                    links.push(P2pLink { ports: [2 * k, 2 * k + 1], dir: [link(ab, seed), link(ba, seed + 1)] });
+                    let playing =
+                        l.load_trace()?.map(|steps| Playing { start: Instant::ZERO, steps, next: 0, out: false });
+                    links.push(P2pLink {
+                        ports: [2 * k, 2 * k + 1],
+                        dir: [link(ab, seed), link(ba, seed + 1)],
+                        playing,
+                        outage_drops: [0; 2],
+                    });
                 }
                 Net::P2p(links)
             }
@@ -281,6 +354,18 @@ impl Fabric {
         self.counters
     }
 
+    /// Point-to-point link `link` follows `trace` from `start` on (both directions; a trace
+    /// it was playing is replaced). Every step's parameters are checked first.
+    pub fn play(&mut self, link: usize, start: Instant, trace: Trace) -> Result<(), TraceRefused> {
+        let Net::P2p(links) = &mut self.net else { return Err(TraceRefused::NotP2p) };
+        let n = links.len();
+        let l = links.get_mut(link).ok_or(TraceRefused::NoLink(link, n))?;
+        check_trace(&trace)?;
+        l.playing = Some(Playing { start, steps: trace, next: 0, out: false });
+        l.advance(start);
+        Ok(())
+    }
+
     /// A frame arrived at `port` at `now`.
     pub fn ingress(&mut self, now: Instant, port: usize, frame: &[u8]) -> Result<(), Refused> {
         if port >= self.ports.len() {
@@ -296,7 +381,14 @@ impl Fabric {
         match (&mut self.net, self.ports[port].role) {
             (Net::P2p(links), PortRole::LinkEnd { link, side }) => {
                 use cohort_medium::link::SendOutcome;
-                if links[link].dir[side].send(now, frame.len(), buf) == SendOutcome::QueueFull {
+                let l = &mut links[link];
+                if l.advance(now) {
+                    // Lost on the air, as the simulator loses what a path out is given.
+                    l.outage_drops[side] += 1;
+                    self.counters.outage_drops += 1;
+                    return Ok(());
+                }
+                if l.dir[side].send(now, frame.len(), buf) == SendOutcome::QueueFull {
                     self.counters.queue_full += 1;
                     return Err(Refused::QueueFull);
                 }
@@ -403,6 +495,7 @@ impl Fabric {
         match &mut self.net {
             Net::P2p(links) => {
                 for (k, l) in links.iter_mut().enumerate() {
+                    l.advance(now);
                     for side in 0..2 {
                         let s = l.dir[side].stats();
                         let name = |p: usize| self.nodes[self.ports[l.ports[p]].node].clone();
@@ -418,6 +511,9 @@ impl Fabric {
                             duplicated: s.duplicated,
                             reordered: s.reordered,
                             queued_packets: l.dir[side].queued_packets(now),
+                            outage_drops: l.outage_drops[side],
+                            out: l.playing.as_ref().is_some_and(|p| p.out),
+                            rate_bps: l.dir[side].params().rate_bps,
                         });
                     }
                 }
@@ -452,6 +548,22 @@ impl Fabric {
         }
         st
     }
+}
+
+/// Checks every step of a trace: times increasing, parameters a link accepts.
+pub fn check_trace(trace: &Trace) -> Result<(), TraceRefused> {
+    for (k, (at, state)) in trace.iter().enumerate() {
+        if *at > cohort_medium::link::MAX_DELAY {
+            return Err(TraceRefused::Invalid { step: k, why: "a trace lasts at most a day".into() });
+        }
+        if k > 0 && trace[k - 1].0 >= *at {
+            return Err(TraceRefused::Invalid { step: k, why: "times must increase".into() });
+        }
+        if let Some(p) = state {
+            p.validate().map_err(|e| TraceRefused::Invalid { step: k, why: e.to_string() })?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -594,5 +706,82 @@ mod tests {
         assert_eq!(lens, (1000..1007).collect::<Vec<_>>(), "every frame once, in order");
         assert!(out.windows(2).all(|w| w[0].2 < w[1].2));
         assert_eq!(f.status(Instant::from_millis(200)).counters.qdisc_backlog, 0);
+    }
+
+    fn two_nodes(link: &str) -> TestbedScenario {
+        TestbedScenario::parse(&format!(
+            "name = \"t\"\nmode = \"p2p\"\nnodes = [\"a\", \"b\"]\n[[links]]\na = \"a\"\nb = \"b\"\n{link}"
+        ))
+        .unwrap()
+    }
+
+    /// A playing trace changes the rate both ways when its step comes, loses what is offered
+    /// while the link is out (counted) and lets frames through again when it is back.
+    #[test]
+    fn a_link_follows_its_trace_both_ways() {
+        let mut f = Fabric::new(&two_nodes("owd_ms = 10.0\nrate_mbps = 8.0\n")).unwrap();
+        let ms = Duration::from_millis;
+        let slow = LinkParams::clean(ms(10), 800_000);
+        let start = Instant::from_millis(100);
+        f.play(0, start, vec![(ms(0), Some(slow)), (ms(50), None), (ms(80), Some(slow))]).unwrap();
+        let frame = eth([0xff; 6], [1; 6], 0, 1000);
+        // At 0.8 Mbit/s, 1000 bytes take 10 ms to serialize: arrival 20 ms after the offer.
+        f.ingress(start + ms(1), 0, &frame).unwrap();
+        f.ingress(start + ms(1), 1, &frame).unwrap();
+        let out = drain(&mut f, start + ms(40));
+        assert_eq!(out.iter().map(|o| o.2).collect::<Vec<_>>(), vec![start + ms(21), start + ms(21)]);
+        // Out from 50 ms to 80 ms.
+        f.ingress(start + ms(60), 0, &frame).unwrap();
+        f.ingress(start + ms(79), 1, &frame).unwrap();
+        assert!(drain(&mut f, start + ms(200)).is_empty());
+        f.ingress(start + ms(90), 0, &frame).unwrap();
+        assert_eq!(drain(&mut f, start + ms(300)).len(), 1);
+        let st = f.status(start + ms(300));
+        assert_eq!(st.counters.outage_drops, 2);
+        assert_eq!((st.links[0].outage_drops, st.links[1].outage_drops), (1, 1));
+        assert_eq!((st.links[0].rate_bps, st.links[0].out), (800_000, false));
+    }
+
+    #[test]
+    fn a_trace_is_refused_for_a_missing_link_a_shared_channel_or_bad_steps() {
+        let mut f = Fabric::new(&two_nodes("")).unwrap();
+        let ok = LinkParams::clean(Duration::from_millis(1), 1_000_000);
+        assert_eq!(f.play(3, Instant::ZERO, vec![]), Err(TraceRefused::NoLink(3, 1)));
+        let bad = LinkParams { rate_bps: 0, ..ok };
+        assert!(matches!(
+            f.play(0, Instant::ZERO, vec![(Duration::ZERO, Some(bad))]),
+            Err(TraceRefused::Invalid { step: 0, .. })
+        ));
+        let twice = vec![(Duration::ZERO, Some(ok)), (Duration::ZERO, None)];
+        assert!(matches!(f.play(0, Instant::ZERO, twice), Err(TraceRefused::Invalid { step: 1, .. })));
+        let forever = vec![(Duration::from_secs(200_000), None)];
+        assert!(matches!(f.play(0, Instant::ZERO, forever), Err(TraceRefused::Invalid { step: 0, .. })));
+        let w = TestbedScenario::parse("name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\n").unwrap();
+        assert_eq!(Fabric::new(&w).unwrap().play(0, Instant::ZERO, vec![]), Err(TraceRefused::NotP2p));
+    }
+
+    /// `trace = FILE` in a scenario file: read relative to the scenario's directory and
+    /// played from the start; a bad file is an error naming it and its line.
+    #[test]
+    fn a_scenario_link_plays_its_trace_file() {
+        let dir = std::env::temp_dir().join(format!("cohort-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let scenario = |trace: &str| {
+            let p = dir.join("s.toml");
+            std::fs::write(&p, format!("name = \"t\"\nmode = \"p2p\"\nnodes = [\"a\", \"b\"]\n[[links]]\na = \"a\"\nb = \"b\"\ntrace = \"{trace}\"\n")).unwrap();
+            TestbedScenario::load(&p)
+        };
+        std::fs::write(dir.join("radio.csv"), "0,8,10,0\n5,down\n").unwrap();
+        std::fs::write(dir.join("bad.csv"), "0,8,10,0\n5,sideways\n").unwrap();
+        let s = scenario("radio.csv").unwrap();
+        assert_eq!(s.links[0].trace.as_deref(), Some(dir.join("radio.csv").as_path()));
+        let mut f = Fabric::new(&s).unwrap();
+        f.ingress(Instant::from_millis(6), 0, &eth([0xff; 6], [1; 6], 0, 100)).unwrap();
+        assert_eq!(f.counters().outage_drops, 1);
+        let e = scenario("bad.csv").unwrap_err().to_string();
+        assert!(e.contains("bad.csv") && e.contains("line 2"), "{e}");
+        let e = scenario("none.csv").unwrap_err().to_string();
+        assert!(e.contains("none.csv"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

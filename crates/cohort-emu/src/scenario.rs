@@ -23,6 +23,11 @@
 //! # queue_packets = 1000, queue_bytes = 1250000   (default: 100 ms at the rate, >= 64 KiB)
 //! [links.b_to_a]             # optional: the reverse direction differs
 //! loss = 0.02
+//!
+//! [[links]]                  # a link that follows a trace file (`cohort_medium::trace`):
+//! a = "a"                    # its settings above hold until the first step, then each
+//! b = "b"                    # line's rate, delay and loss (both ways) or its outage, timed
+//! trace = "radio.csv"        # from the emulator's start; relative to the scenario file
 //! ```
 //!
 //! Wi-Fi mode: one shared 802.11 channel (the `cohort-medium` model) among all nodes, every
@@ -53,6 +58,7 @@
 //! ```
 
 use cohort_medium::link::{Jitter, LinkParams, LossModel};
+use cohort_medium::trace::{Trace, parse_trace};
 use cohort_medium::wifi::scenario::{CHANNEL_QDISC_PACKETS, CHANNEL_QUEUE_DEPTH, CHANNEL_TIMING, PhyStandard};
 use cohort_medium::wifi::{Aggregation, NicProfile, StationConfig, Timing};
 use serde::{Deserialize, Serialize};
@@ -143,6 +149,11 @@ pub enum JitterKind {
 pub struct LinkSpec {
     pub a: String,
     pub b: String,
+    /// A trace file the link follows from the emulator's start (both directions): one line
+    /// per change, `t_ms,rate_mbps,owd_ms,loss` or `t_ms,down`. A relative path is taken from
+    /// the scenario file's directory ([`TestbedScenario::load`]) or the working directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<std::path::PathBuf>,
     #[serde(flatten)]
     pub a_to_b: DirectionSpec,
     #[serde(default)]
@@ -311,6 +322,16 @@ impl LinkSpec {
     pub fn directions(&self) -> Result<(LinkParams, LinkParams), ScenarioError> {
         Ok((self.a_to_b.params()?, self.b_to_a.over(&self.a_to_b).params()?))
     }
+
+    /// The trace the link follows, read and checked, if it has one.
+    pub fn load_trace(&self) -> Result<Option<Trace>, ScenarioError> {
+        let Some(path) = &self.trace else { return Ok(None) };
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
+        let tr = parse_trace(&text).map_err(|e| ScenarioError::Invalid(format!("{}: {e}", path.display())))?;
+        crate::fabric::check_trace(&tr).map_err(|e| ScenarioError::Invalid(format!("{}: {e}", path.display())))?;
+        Ok(Some(tr))
+    }
 }
 
 impl WifiSpec {
@@ -339,7 +360,15 @@ impl TestbedScenario {
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ScenarioError::Read { path: path.display().to_string(), source })?;
-        Self::parse(&text)
+        let mut s: TestbedScenario = toml::from_str(&text)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        for l in &mut s.links {
+            if let Some(t) = l.trace.as_mut().filter(|t| t.is_relative()) {
+                *t = dir.join(&*t);
+            }
+        }
+        s.validate()?;
+        Ok(s)
     }
 
     /// Parses and validates a scenario given as JSON (the form a run keeps in its directory).
@@ -366,7 +395,13 @@ impl TestbedScenario {
             seed,
             links: links
                 .iter()
-                .map(|d| LinkSpec { a: "a".into(), b: "b".into(), a_to_b: d.clone(), b_to_a: DirectionSpec::default() })
+                .map(|d| LinkSpec {
+                    a: "a".into(),
+                    b: "b".into(),
+                    trace: None,
+                    a_to_b: d.clone(),
+                    b_to_a: DirectionSpec::default(),
+                })
                 .collect(),
             wifi: None,
         };
@@ -415,6 +450,7 @@ impl TestbedScenario {
                         return invalid(format!("link from {:?} to itself", l.a));
                     }
                     l.directions()?;
+                    l.load_trace()?;
                 }
             }
             Mode::Wifi => {

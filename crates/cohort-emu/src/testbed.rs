@@ -44,6 +44,12 @@ pub enum TestbedError {
     EmulatorDied { log: String, text: String },
     #[error("{what} {path}: {source}")]
     Io { what: &'static str, path: String, source: std::io::Error },
+    #[error("trace: {0}")]
+    Trace(#[from] crate::fabric::TraceRefused),
+    #[error(
+        "a trace can start at a chosen time only on an emulator thread (Testbed::up with EmuMode::Thread); a process emulator plays the scenario's `trace = FILE` from its start"
+    )]
+    TraceNeedsThread,
 }
 
 fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> TestbedError {
@@ -321,6 +327,22 @@ impl Testbed {
         Ok(netns::in_netns(&self.ns(node)?, f)?)
     }
 
+    /// Point-to-point link `link` (scenario order) starts following `trace` now, both ways:
+    /// a bench starts a mobility trace at the moment a transfer starts. The trace is checked
+    /// here; the emulator applies it within microseconds.
+    pub fn play_trace(&self, link: usize, trace: cohort_medium::trace::Trace) -> Result<(), TestbedError> {
+        let Emu::Thread { ctl, .. } = &self.emu else { return Err(TestbedError::TraceNeedsThread) };
+        if self.scenario.mode != crate::scenario::Mode::P2p {
+            return Err(crate::fabric::TraceRefused::NotP2p.into());
+        }
+        if link >= self.scenario.links.len() {
+            return Err(crate::fabric::TraceRefused::NoLink(link, self.scenario.links.len()).into());
+        }
+        crate::fabric::check_trace(&trace)?;
+        ctl.play(link, trace);
+        Ok(())
+    }
+
     /// The emulator's status: taken now from an emulator thread (waiting at most 1 s), the
     /// latest `status.json` of an emulator process.
     pub fn status(&self) -> Option<EmuStatus> {
@@ -506,7 +528,12 @@ pub fn down_all() -> Result<Vec<String>, TestbedError> {
 /// What `cohort testbed emulate --run RUN` does: opens the run's sockets, runs the emulator
 /// until SIGTERM or SIGINT, writing `status.json` as it goes.
 pub fn emulate(run: &str, opts: EmuOptions) -> Result<(), TestbedError> {
-    static CTL: Control = Control { stop: AtomicBool::new(false), want_status: AtomicBool::new(false) };
+    static CTL: Control = Control {
+        stop: AtomicBool::new(false),
+        want_status: AtomicBool::new(false),
+        traces: Mutex::new(Vec::new()),
+        traces_waiting: AtomicBool::new(false),
+    };
     extern "C" fn on_signal(_: libc::c_int) {
         CTL.stop.store(true, Ordering::Relaxed);
     }

@@ -12,7 +12,10 @@
 //!   scenarios the benchmarks run are in [`wifi::scenario`].
 //! * [`beams`]: RF-chain and beam allocation at a multi-antenna access point (seed 001 §3.1,
 //!   Eqs. 1-2, Algorithm 1): the per-round link throughputs that feed multipath scheduling.
+//! * [`trace`]: a link's parameters and up/down state over time, read from a file or
+//!   generated; the simulator's and the testbed's links follow them.
 
 pub mod beams;
 pub mod link;
+pub mod trace;
 pub mod wifi;
