@@ -68,6 +68,10 @@ enum LrtCmd {
         interval_ms: f64,
         #[arg(long, default_value_t = 1000)]
         count: u64,
+        /// Stop generating after this many seconds even if `--count` messages are not all
+        /// sent (a bulk transfer for a fixed time: `--interval-ms 0 --count` large).
+        #[arg(long)]
+        duration_s: Option<f64>,
     },
     /// Accept one sender (`--peers N`: N senders on one port, each its own connection) and
     /// receive until it closes (or `--count` messages arrive from it).
@@ -97,6 +101,14 @@ struct RecvSummary {
     #[serde(skip_serializing_if = "Option::is_none")]
     peer: Option<String>,
     messages: u64,
+    /// Bytes of every message received.
+    bytes: u64,
+    /// From the first message received to the last.
+    first_to_last_s: f64,
+    /// `bytes` over `first_to_last_s`, Mbit/s (0 with fewer than two messages).
+    goodput_mbps: f64,
+    /// The longest wait between two messages (a stall: a path lost, a repair waited for).
+    max_gap_ms: f64,
     timestamped: u64,
     in_order: bool,
     p50_ms: f64,
@@ -199,11 +211,12 @@ fn socket_config(t: &TeamArgs) -> SocketConfig {
 
 pub fn run(a: &LrtArgs) -> Result<ExitCode, NetError> {
     match &a.cmd {
-        LrtCmd::Send { addr, path, team, size, interval_ms, count } => {
+        LrtCmd::Send { addr, path, team, size, interval_ms, count, duration_s } => {
             let cfg = socket_config(team);
+            let generate = Generate::new(*size, *interval_ms, *count, *duration_s)?;
             match addr {
-                Some(a) => send(&LrtSocket::connect(*a, cfg)?, team, *size, *interval_ms, *count),
-                None => send(&MpLrtSocket::connect(path, cfg, Default::default())?, team, *size, *interval_ms, *count),
+                Some(a) => send(&LrtSocket::connect(*a, cfg)?, team, &generate),
+                None => send(&MpLrtSocket::connect(path, cfg, Default::default())?, team, &generate),
             }
         }
         LrtCmd::Recv { listen, multipath, team, count, accept_timeout_s, peers } => {
@@ -242,22 +255,45 @@ pub fn run(a: &LrtArgs) -> Result<ExitCode, NetError> {
     }
 }
 
-fn send(
-    sock: &impl Endpoint,
-    t: &TeamArgs,
+/// What `send` generates (checked before anything connects).
+struct Generate {
+    /// Generated messages of this size, or stdin's lines.
     size: Option<usize>,
-    interval_ms: f64,
+    interval: Duration,
     count: u64,
-) -> Result<ExitCode, NetError> {
-    let mut sent = 0u64;
-    match size {
-        Some(size) => {
-            if size < HEADER {
-                return Err(NetError::MessageSize(size));
+    duration: Option<Duration>,
+}
+
+impl Generate {
+    fn new(size: Option<usize>, interval_ms: f64, count: u64, duration_s: Option<f64>) -> Result<Self, NetError> {
+        if let Some(size) = size.filter(|&s| s < HEADER) {
+            return Err(NetError::MessageSize(size));
+        }
+        let secs = |v: f64, what: &str| {
+            if v.is_finite() && (0.0..=86_400.0).contains(&v) {
+                Ok(Duration::from_secs_f64(v))
+            } else {
+                Err(NetError::Config(format!("{what} must be between 0 and a day, not {v}")))
             }
-            let interval = Duration::from_secs_f64(interval_ms.max(0.0) / 1000.0);
-            let start = std::time::Instant::now();
-            for i in 0..count {
+        };
+        Ok(Generate {
+            size,
+            interval: secs(interval_ms / 1000.0, "--interval-ms")?,
+            count,
+            duration: duration_s.map(|d| secs(d, "--duration-s")).transpose()?,
+        })
+    }
+}
+
+fn send(sock: &impl Endpoint, t: &TeamArgs, g: &Generate) -> Result<ExitCode, NetError> {
+    let mut sent = 0u64;
+    match g.size {
+        Some(size) => {
+            let (interval, start) = (g.interval, std::time::Instant::now());
+            for i in 0..g.count {
+                if g.duration.is_some_and(|e| start.elapsed() >= e) {
+                    break;
+                }
                 let due = start + interval.mul_f64(i as f64);
                 if let Some(wait) = due.checked_duration_since(std::time::Instant::now()) {
                     std::thread::sleep(wait);
@@ -314,13 +350,21 @@ fn receive(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<Rec
     let mut delays = vec![];
     let mut expect = 0u64;
     let stdout = std::io::stdout();
+    let (mut first, mut last) = (None::<std::time::Instant>, None::<std::time::Instant>);
     while count.is_none_or(|c| sum.messages < c) {
         let m = match sock.recv() {
             Ok(m) => m,
             Err(NetError::Closed(_)) => break,
             Err(e) => return Err(e),
         };
+        let now = std::time::Instant::now();
+        if let Some(l) = last {
+            sum.max_gap_ms = sum.max_gap_ms.max((now - l).as_secs_f64() * 1e3);
+        }
+        first.get_or_insert(now);
+        last = Some(now);
         sum.messages += 1;
+        sum.bytes += m.len() as u64;
         if m.len() >= HEADER && &m[..4] == MAGIC {
             let seq = u64::from_be_bytes(m[4..12].try_into().unwrap_or_default());
             let at = u64::from_be_bytes(m[12..20].try_into().unwrap_or_default());
@@ -332,6 +376,12 @@ fn receive(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<Rec
             let mut out = stdout.lock();
             out.write_all(&m)?;
             out.write_all(b"\n")?;
+        }
+    }
+    if let (Some(f), Some(l)) = (first, last) {
+        sum.first_to_last_s = (l - f).as_secs_f64();
+        if sum.first_to_last_s > 0.0 {
+            sum.goodput_mbps = sum.bytes as f64 * 8.0 / sum.first_to_last_s / 1e6;
         }
     }
     delays.sort_by(f64::total_cmp);
@@ -350,9 +400,11 @@ fn report(sum: &RecvSummary, json: bool) {
         println!("{}", serde_json::to_string_pretty(&sum).unwrap_or_default());
     } else {
         eprintln!(
-            "{}received {} messages ({} timestamped, in order: {}), delay p50 {:.2} p90 {:.2} p99 {:.2} max {:.2} ms, {} forged/replayed datagrams dropped",
+            "{}received {} messages ({:.2} Mbit/s, longest gap {:.1} ms; {} timestamped, in order: {}), delay p50 {:.2} p90 {:.2} p99 {:.2} max {:.2} ms, {} forged/replayed datagrams dropped",
             sum.peer.as_ref().map(|p| format!("from {p}: ")).unwrap_or_default(),
             sum.messages,
+            sum.goodput_mbps,
+            sum.max_gap_ms,
             sum.timestamped,
             sum.in_order,
             sum.p50_ms,

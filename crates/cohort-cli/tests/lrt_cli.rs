@@ -38,6 +38,8 @@ fn one_path_and_two_paths_deliver_in_order() {
     let p = port("127.0.0.1");
     let (_, got) = exchange(&["--listen".into(), format!("127.0.0.1:{p}")], &[format!("127.0.0.1:{p}")]);
     assert_eq!((got["messages"].as_u64(), got["in_order"].as_bool()), (Some(300), Some(true)), "{got}");
+    assert_eq!(got["bytes"].as_u64(), Some(300 * 600), "{got}");
+    assert!(got["goodput_mbps"].as_f64().unwrap() > 0.0 && got["max_gap_ms"].as_f64().unwrap() > 0.0, "{got}");
 
     let (a, b) = (port("127.0.0.1"), port("127.0.0.2"));
     let (sent, got) = exchange(
@@ -61,6 +63,34 @@ fn the_bandwidth_estimator_carries_a_stream_and_a_bad_rate_is_a_clear_error() {
     let out = cohort().args(["lrt", "send", "127.0.0.1:9", "--rate-mbps", "0", "--count", "1"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("rate_bps must be positive"), "{out:?}");
+}
+
+/// `--duration-s` ends a long generated stream on time; the receiver gets every message sent
+/// up to then, in order, and a bad duration is refused before anything connects.
+#[test]
+fn a_stream_for_a_fixed_time() {
+    let p = port("127.0.0.1");
+    let recv = cohort()
+        .args(["lrt", "recv", "--json", "--accept-timeout-s", "20", "--listen", &format!("127.0.0.1:{p}")])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let send = cohort()
+        .args(["lrt", "send", &format!("127.0.0.1:{p}"), "--size", "100", "--interval-ms", "2"])
+        .args(["--count", "1000000", "--duration-s", "0.5", "--json"])
+        .output()
+        .unwrap();
+    assert!(send.status.success(), "{send:?}");
+    let sent: serde_json::Value = serde_json::from_slice(&send.stdout).unwrap();
+    let r = recv.wait_with_output().unwrap();
+    let got: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    let n = sent["sent"].as_u64().unwrap();
+    assert!(n > 0 && n < 1000, "{sent}");
+    assert_eq!((got["messages"].as_u64(), got["in_order"].as_bool()), (Some(n), Some(true)), "{got}");
+    let out = cohort().args(["lrt", "send", "127.0.0.1:9", "--size", "100", "--duration-s=-1"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--duration-s must be"), "{out:?}");
 }
 
 #[test]
