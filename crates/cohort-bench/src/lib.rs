@@ -23,6 +23,7 @@ pub mod lrt_share;
 pub mod medium;
 pub mod migration;
 pub mod multipath;
+pub mod multipath_testbed;
 pub mod rattan;
 pub mod stats;
 pub mod timer;

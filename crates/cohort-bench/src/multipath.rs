@@ -14,8 +14,9 @@
 //! two: regret of the first 100 rounds from a cold start and from statistics another robot
 //! shared).
 //!
-//! Kernel MPTCP is measured on the testbed only; this bench compares with the logic of its
-//! default scheduler over the same coded transport.
+//! In the simulator this bench compares with the logic of kernel MPTCP's default scheduler
+//! over the same coded transport; kernel MPTCP itself runs on the testbed
+//! ([`crate::multipath_testbed`], `--testbed`).
 
 use crate::stats::{mean, mean_ci95, quantile, round};
 use cohort_medium::link::{LinkParams, LossModel};
@@ -349,7 +350,7 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
             "short_flow_ratio_vs_best_path": round(means[0].0 / best_path.max(1e-9), 3),
             "federated_regret_ratio": round(ratio, 3),
             "reps": p.reps,
-            "mptcp": "kernel MPTCP is compared on the testbed only (not built yet); ratios here are against its default scheduler's logic (min-RTT) over the same coded transport",
+            "mptcp": "kernel MPTCP is compared on the testbed (`--testbed`); ratios here are against its default scheduler's logic (min-RTT) over the same coded transport",
         }),
     );
     report.insert(

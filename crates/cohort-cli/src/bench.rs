@@ -58,8 +58,9 @@ enum Which {
     Coorp(CoorpArgs),
     /// Multipath LRT (seed 001) in the simulator: Cohort's scheduler against min-RTT,
     /// round-robin and each path alone; static paths, loss, handoffs, short flows, the delay
-    /// target and the federated start.
-    Multipath(MultipathArgs),
+    /// target and the federated start. `--testbed` (root): against kernel MPTCP on real
+    /// kernels over two emulated radios.
+    Multipath(crate::bench_multipath::MultipathArgs),
     /// RF-chain and beam allocation (seed 001 Algorithm 1): greedy against the exact optimum,
     /// time per round, one-to-many against one-to-one, and allocation-aware multipath end to
     /// end against an equal split.
@@ -82,35 +83,6 @@ enum Which {
         #[arg(long, default_value_t = 500)]
         interval_us: u64,
     },
-}
-
-#[derive(Debug, Args)]
-struct MultipathArgs {
-    /// Print the report as JSON (otherwise a short summary).
-    #[arg(long)]
-    json: bool,
-    /// Repetitions (seeds), systems alternating within each.
-    #[arg(long, default_value_t = 3)]
-    reps: u64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Megabytes of each bulk transfer.
-    #[arg(long, default_value_t = 12.0)]
-    bulk_mb: f64,
-    /// LD-MPSP's queueing-delay target, ms.
-    #[arg(long, default_value_t = 20.0)]
-    tau_ms: f64,
-    /// 64 KiB flows per repetition in the short-flow part.
-    #[arg(long, default_value_t = 20)]
-    short_flows: u32,
-    /// Seconds of each mobility run, and the drone's speed in m/s.
-    #[arg(long, default_value_t = 30.0)]
-    mobility_s: f64,
-    #[arg(long, default_value_t = 10.0)]
-    speed_mps: f64,
-    /// Also write the JSON next to this PNG (goodput per scenario and system).
-    #[arg(long)]
-    plot: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -431,7 +403,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::Lrt(a) => lrt(&a),
         Which::LrtGrid(a) => lrt_grid(&a),
         Which::LrtShare(a) => lrt_share(&a),
-        Which::Multipath(a) => multipath(&a),
+        Which::Multipath(a) => crate::bench_multipath::run(&a),
         Which::Beams(a) => crate::bench_beams::run(&a),
         Which::Migration(a) => crate::bench_migration::run(&a),
         Which::Crosscheck(a) => crate::bench_crosscheck::run(&a),
@@ -701,43 +673,6 @@ fn lrt_share(a: &LrtShareArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(path) = &a.out {
         std::fs::write(path, &json).map_err(|source| BenchError::Write { path: path.clone(), source })?;
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-fn multipath(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
-    let p = cohort_bench::multipath::MultipathParams {
-        reps: a.reps,
-        seed: a.seed,
-        bulk_mb: a.bulk_mb,
-        tau_ms: a.tau_ms,
-        short_flows: a.short_flows,
-        mobility_s: a.mobility_s,
-        speed_mps: a.speed_mps,
-    };
-    let r =
-        cohort_bench::multipath::run_bench(&p, |what| eprintln!("multipath: {what}")).map_err(BenchError::Invalid)?;
-    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
-    if a.json {
-        println!("{json}");
-    } else {
-        for scenario in ["static", "loss", "handoff", "mobility"] {
-            for (system, s) in r[scenario].as_object().into_iter().flatten().filter(|(k, _)| *k != "vs_minrtt") {
-                println!(
-                    "{scenario:<8} {system:<11} goodput {:>7.2} ± {:.2} Mbit/s ({} runs), delay p99 {:>7.1} ms, longest stall {:>6.1} ms",
-                    s["goodput_mbps"].as_f64().unwrap_or(f64::NAN),
-                    s["goodput_ci95"].as_f64().unwrap_or(f64::NAN),
-                    s["runs"],
-                    s["delay_p99_ms"].as_f64().unwrap_or(f64::NAN),
-                    s["max_stall_ms"].as_f64().unwrap_or(f64::NAN),
-                );
-            }
-        }
-        println!("summary: {}", r["summary"]);
-        println!("replay: {}", r["command"].as_str().unwrap_or_default());
-    }
-    if let Some(png) = &a.plot {
-        write_and_plot(&png.with_extension("json"), &json, "multipath")?;
     }
     Ok(ExitCode::SUCCESS)
 }

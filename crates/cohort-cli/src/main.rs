@@ -4,6 +4,7 @@ mod bench;
 mod bench_beams;
 mod bench_crosscheck;
 mod bench_migration;
+mod bench_multipath;
 mod bulk_cmd;
 mod coorp_cmd;
 mod demo;
