@@ -375,41 +375,74 @@ MP_SYSTEMS = ("cohort", "minrtt", "roundrobin", "path0", "path1")
 MP_COLORS = ("tab:red", "tab:blue", "tab:cyan", "tab:gray", "silver")
 
 
-def plot_multipath(report: dict[str, Any], out: Path) -> None:
-    """Goodput with 95% intervals per scenario and system; short-flow completion; regret."""
-    _need(report, "static", "loss", "handoff", "mobility", "short", "federated", "summary")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    ax = axes[0]
-    scenarios = ("static", "loss", "handoff", "mobility")
-    width = 0.8 / len(MP_SYSTEMS)
-    for k, (name, color) in enumerate(zip(MP_SYSTEMS, MP_COLORS, strict=True)):
-        xs = [i + k * width for i in range(len(scenarios))]
-        ys = [report[sc][name]["goodput_mbps"] for sc in scenarios]
-        err = [report[sc][name]["goodput_ci95"] for sc in scenarios]
+MP_TESTBED_SYSTEMS = ("cohort", "mptcp", "path0", "path1")
+MP_TESTBED_COLORS = ("tab:red", "tab:green", "tab:gray", "silver")
+MP_SCENARIOS = ("static", "loss", "handoff", "mobility")
+
+
+def _goodput_bars(ax: Any, report: dict[str, Any], systems: tuple[str, ...], colors: tuple[str, ...]) -> None:
+    """Goodput with 95% intervals, one group of bars per scenario."""
+    width = 0.8 / len(systems)
+    for k, (name, color) in enumerate(zip(systems, colors, strict=True)):
+        xs = [i + k * width for i in range(len(MP_SCENARIOS))]
+        ys = [report[sc][name]["goodput_mbps"] for sc in MP_SCENARIOS]
+        err = [report[sc][name]["goodput_ci95"] for sc in MP_SCENARIOS]
         ax.bar(xs, ys, width, yerr=err, label=name, color=color, capsize=2)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(scenarios))], scenarios)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(MP_SCENARIOS))], MP_SCENARIOS)
     ax.set_ylabel("goodput (Mbit/s)")
-    ax.set_title(f"two radios ({report['static']['cohort']['runs']} runs each)")
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
-    ax = axes[1]
-    comp = report["short"]["completion_ms"]
-    names = list(comp)
-    ax.bar(names, [comp[n]["mean"] for n in names], yerr=[comp[n]["ci95"] for n in names], capsize=3, color="tab:red")
-    ax.set_ylabel("completion (ms)")
-    ax.set_title(f"{report['short']['flows']} flows of {report['short']['flow_bytes']} B, 20% loss on path0")
-    ax.grid(axis="y", alpha=0.3)
-    ax = axes[2]
-    f = report["federated"]
-    ax.bar(["cold start", "federated"], [f["regret_cold"], f["regret_federated"]], color=["tab:gray", "tab:red"])
-    ax.set_ylabel(f"regret, first {f['rounds']} rounds")
-    ax.set_title(f"{f['paths']} paths, super-arms of {f['super_arm']} ({f['runs']} runs)")
-    ax.grid(axis="y", alpha=0.3)
-    s = report["summary"]
-    fig.suptitle(
-        f"multipath LRT (simulated): {s['static_share_of_sum']} of the paths' sum, "
-        f"x{s['loss_goodput_ratio_vs_minrtt']} min-RTT with 10% loss, stall {s['max_stall_ms']} ms at handoffs"
-    )
+
+
+def plot_multipath(report: dict[str, Any], out: Path) -> None:
+    """Goodput with 95% intervals per scenario and system (simulator, and the testbed against
+    kernel MPTCP when the report has it); short-flow completion; regret."""
+    _need(report, "summary")
+    sim = "static" in report
+    if sim:
+        _need(report, *MP_SCENARIOS, "short", "federated")
+    testbed = report.get("testbed")
+    if not sim and testbed is None:
+        raise ReportError("report lacks both the simulator's scenarios and the testbed's")
+    panels = (3 if sim else 0) + (1 if testbed is not None else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.5), squeeze=False)
+    axes = list(axes[0])
+    titles = []
+    if testbed is not None:
+        _need(testbed, *MP_SCENARIOS, "summary")
+        ax = axes.pop()
+        _goodput_bars(ax, testbed, MP_TESTBED_SYSTEMS, MP_TESTBED_COLORS)
+        ax.set_title(f"testbed, real kernels ({testbed['static']['cohort']['runs']} runs each)")
+        t = testbed["summary"]
+        titles.append(
+            f"testbed: x{t['static_goodput_ratio_vs_mptcp']} / x{t['loss_goodput_ratio_vs_mptcp']} / "
+            f"x{t['mobility_goodput_ratio_vs_mptcp']} kernel MPTCP (static / loss / mobility)"
+        )
+    if sim:
+        _goodput_bars(axes[0], report, MP_SYSTEMS, MP_COLORS)
+        axes[0].set_title(f"simulator, two radios ({report['static']['cohort']['runs']} runs each)")
+        ax = axes[1]
+        comp = report["short"]["completion_ms"]
+        names = list(comp)
+        ax.bar(
+            names, [comp[n]["mean"] for n in names], yerr=[comp[n]["ci95"] for n in names], capsize=3, color="tab:red"
+        )
+        ax.set_ylabel("completion (ms)")
+        ax.set_title(f"{report['short']['flows']} flows of {report['short']['flow_bytes']} B, 20% loss on path0")
+        ax.grid(axis="y", alpha=0.3)
+        ax = axes[2]
+        f = report["federated"]
+        ax.bar(["cold start", "federated"], [f["regret_cold"], f["regret_federated"]], color=["tab:gray", "tab:red"])
+        ax.set_ylabel(f"regret, first {f['rounds']} rounds")
+        ax.set_title(f"{f['paths']} paths, super-arms of {f['super_arm']} ({f['runs']} runs)")
+        ax.grid(axis="y", alpha=0.3)
+        s = report["summary"]
+        titles.insert(
+            0,
+            f"simulated: {s['static_share_of_sum']} of the paths' sum, "
+            f"x{s['loss_goodput_ratio_vs_minrtt']} min-RTT with 10% loss, stall {s['max_stall_ms']} ms at handoffs",
+        )
+    fig.suptitle("multipath LRT; " + "; ".join(titles), fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)

@@ -149,8 +149,21 @@ def test_multipath_chart(tmp_path: Path) -> None:
     out = tmp_path / "m.png"
     assert plot.main(["multipath", str(write(tmp_path, report)), str(out)]) == 0
     assert out.read_bytes()[:8] == PNG_MAGIC
+    tb_scenario = {n: sys_fig for n in ("cohort", "mptcp", "path0", "path1")}
+    testbed = {sc: tb_scenario for sc in ("static", "loss", "handoff", "mobility")}
+    testbed["summary"] = {
+        "static_goodput_ratio_vs_mptcp": 1.0,
+        "loss_goodput_ratio_vs_mptcp": 1.2,
+        "mobility_goodput_ratio_vs_mptcp": 1.1,
+    }
+    report["testbed"] = testbed
+    assert plot.main(["multipath", str(write(tmp_path, report)), str(out)]) == 0
+    # The testbed half alone (`--no-sim`).
+    assert plot.main(["multipath", str(write(tmp_path, {"summary": {}, "testbed": testbed})), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
     del report["federated"]
     assert plot.main(["multipath", str(write(tmp_path, report)), str(out)]) == 2
+    assert plot.main(["multipath", str(write(tmp_path, {"summary": {}})), str(out)]) == 2
 
 
 def test_bad_arguments_and_reports_are_errors(tmp_path: Path, capsys) -> None:
