@@ -3,8 +3,9 @@
 The protocols and the runtime are Rust. This package exposes them to Python through the
 native module ``cohort._native`` (built by maturin from ``crates/cohort-py``):
 
-* :class:`cohort.LrtSocket`: the coded transport (reliable, in-order messages over UDP), and
-  :class:`cohort.LrtListener`: one port for connections from many robots;
+* :class:`cohort.LrtSocket`: the coded transport (reliable, in-order messages over UDP),
+  :class:`cohort.LrtListener`: one port for connections from many robots, and
+  :class:`cohort.MpLrtSocket`: one connection over several paths (every radio a robot has);
 * :class:`cohort.GroupSocket`: group request-reply and membership (GCBRR);
 * :mod:`cohort.sim`: the deterministic simulator; :mod:`cohort.medium`: the 802.11 model's
   saturation runs;
@@ -34,7 +35,7 @@ from cohort.errors import (
 if TYPE_CHECKING:
     from cohort import medium, sim
     from cohort.group import GroupSocket
-    from cohort.lrt import LrtListener, LrtSocket
+    from cohort.lrt import LrtListener, LrtSocket, MpLrtSocket
 
 __version__ = "0.1.0"
 
@@ -47,6 +48,7 @@ __all__ = [
     "LrtListener",
     "LrtSocket",
     "MessageSizeError",
+    "MpLrtSocket",
     "StateError",
     "TimeoutError",
     "medium",
@@ -57,6 +59,7 @@ __all__ = [
 _LAZY = {
     "LrtSocket": ("cohort.lrt", "LrtSocket"),
     "LrtListener": ("cohort.lrt", "LrtListener"),
+    "MpLrtSocket": ("cohort.lrt", "MpLrtSocket"),
     "GroupSocket": ("cohort.group", "GroupSocket"),
 }
 _LAZY_MODULES = {"sim", "medium", "lrt", "group"}

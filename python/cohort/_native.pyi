@@ -2,6 +2,7 @@
 # (python/tests/test_native_stubs.py). The documented API is the package's: cohort.LrtSocket,
 # cohort.GroupSocket, cohort.sim, cohort.medium.
 
+from collections.abc import Sequence
 from typing import Any, final
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "GroupSocket",
     "LrtListener",
     "LrtSocket",
+    "MpLrtSocket",
     "Pending",
     "SaturationReport",
     "SimOutcome",
@@ -62,6 +64,58 @@ class LrtSocket:
     def local_addr(self) -> tuple[str, int]: ...
     @property
     def peer_addr(self) -> tuple[str, int] | None: ...
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None: ...
+
+@final
+class MpLrtSocket:
+    @staticmethod
+    def connect(
+        paths: Sequence[tuple[str, str]],
+        *,
+        secret: bytes | bytearray,
+        team: int,
+        sender_id: int,
+        dscp: int | None = None,
+        priority: int | None = None,
+        handshake_timeout: float = 5.0,
+        idle_timeout: float = 10.0,
+        rate_mbps: float | None = None,
+        estimate_rate: bool = False,
+        scheduler: str = "ldmpsp",
+        tau_ms: float = 20.0,
+        super_arm: int = 0,
+    ) -> MpLrtSocket: ...
+    @staticmethod
+    def listen(
+        addrs: Sequence[str],
+        *,
+        secret: bytes | bytearray,
+        team: int,
+        sender_id: int,
+        dscp: int | None = None,
+        priority: int | None = None,
+        handshake_timeout: float = 5.0,
+        idle_timeout: float = 10.0,
+        rate_mbps: float | None = None,
+        estimate_rate: bool = False,
+        scheduler: str = "ldmpsp",
+        tau_ms: float = 20.0,
+        super_arm: int = 0,
+    ) -> MpLrtSocket: ...
+    def wait_connected(self, timeout: float | None = None) -> None: ...
+    def send(self, data: bytes | bytearray, timeout: float | None = None) -> None: ...
+    def recv(self, timeout: float | None = None) -> bytes: ...
+    def try_recv(self) -> bytes | None: ...
+    def flush(self, timeout: float | None = None) -> None: ...
+    def recv_op(self) -> Pending: ...
+    def send_op(self, data: bytes) -> Pending: ...
+    def stats(self) -> dict[str, Any]: ...
+    @property
+    def local_addrs(self) -> list[tuple[str, int]]: ...
+    @property
+    def peer_addrs(self) -> list[tuple[str, int] | None]: ...
     @property
     def closed(self) -> bool: ...
     def close(self) -> None: ...

@@ -1,6 +1,6 @@
 //! Cohort's Python bindings: the `cohort._native` module of the `cohort` package.
 //!
-//! * `LrtSocket`, `GroupSocket`: the real sockets of `cohort-net` (their driver threads, real
+//! * `LrtSocket`, `LrtListener`, `MpLrtSocket`, `GroupSocket`: the real sockets of `cohort-net` (their driver threads, real
 //!   UDP, the team key on every datagram); blocking calls release the GIL, and their async
 //!   twins are polled on the asyncio loop (see [`wait`]).
 //! * `sim_run`, `edca_sat`: the deterministic simulator and the 802.11 model's saturation runs.
@@ -9,9 +9,11 @@
 //! The documented Python API is the package's (`python/cohort`); this module is its engine
 //! and is described for type checkers by `python/cohort/_native.pyi`.
 
+mod conn;
 mod errors;
 mod group;
 mod lrt;
+mod mp;
 mod sim;
 mod wait;
 
@@ -21,6 +23,7 @@ use pyo3::prelude::*;
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lrt::PyLrtSocket>()?;
     m.add_class::<lrt::PyLrtListener>()?;
+    m.add_class::<mp::PyMpLrtSocket>()?;
     m.add_class::<group::PyGroupSocket>()?;
     m.add_class::<group::PyGroupRequest>()?;
     m.add_class::<group::PyReplies>()?;

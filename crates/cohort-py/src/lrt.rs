@@ -1,9 +1,11 @@
 //! `LrtSocket`: `cohort_net::LrtSocket` (the coded transport) for Python, and `LrtListener`:
 //! `cohort_net::LrtListener` (one port, connections from many peers).
 
+use crate::conn::Held;
 use crate::errors::{self, Class, Error};
-use crate::wait::{self, Outcome, Pending};
+use crate::wait::{self, Pending};
 use cohort_net::{LrtListener, LrtSocket, NetError, SocketConfig, SocketStats};
+use cohort_proto::lrt::ConnStats;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyBytes, PyDict};
@@ -14,21 +16,21 @@ use std::sync::{Arc, Mutex};
 #[pyclass(frozen, module = "cohort._native", name = "LrtSocket")]
 #[derive(Debug)]
 pub struct PyLrtSocket {
-    sock: Mutex<Option<Arc<LrtSocket>>>,
+    held: Held<LrtSocket>,
     local: SocketAddr,
 }
 
-/// The keyword options `listen` and `connect` share.
-struct Options {
-    dscp: Option<u8>,
-    priority: Option<u32>,
-    handshake_timeout: f64,
-    idle_timeout: f64,
-    rate_mbps: Option<f64>,
-    estimate_rate: bool,
+/// The keyword options every coded socket's `listen`, `connect` and `bind` share.
+pub(crate) struct Options {
+    pub dscp: Option<u8>,
+    pub priority: Option<u32>,
+    pub handshake_timeout: f64,
+    pub idle_timeout: f64,
+    pub rate_mbps: Option<f64>,
+    pub estimate_rate: bool,
 }
 
-fn config(secret: &[u8], team: u32, sender_id: u32, o: Options) -> Result<SocketConfig, Error> {
+pub(crate) fn config(secret: &[u8], team: u32, sender_id: u32, o: Options) -> Result<SocketConfig, Error> {
     let Options { dscp, priority, handshake_timeout, idle_timeout, rate_mbps, estimate_rate } = o;
     let mut c = SocketConfig::new(secret, team, sender_id);
     if let Some(r) = rate_mbps {
@@ -54,22 +56,18 @@ fn is_timeout(e: &Error) -> bool {
     e.class == Class::Timeout
 }
 
-fn addr_tuple(a: SocketAddr) -> (String, u16) {
+pub(crate) fn addr_tuple(a: SocketAddr) -> (String, u16) {
     (a.ip().to_string(), a.port())
 }
 
-fn net(e: NetError) -> Error {
+pub(crate) fn net(e: NetError) -> Error {
     e.into()
 }
 
 impl PyLrtSocket {
     fn new(s: LrtSocket) -> Self {
         let local = s.local_addr();
-        PyLrtSocket { sock: Mutex::new(Some(Arc::new(s))), local }
-    }
-
-    fn get(&self) -> Result<Arc<LrtSocket>, Error> {
-        self.sock.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(Error::closed_locally)
+        PyLrtSocket { held: Held::new(s), local }
     }
 }
 
@@ -124,81 +122,45 @@ impl PyLrtSocket {
     /// Waits (up to `timeout` seconds, or forever) until a peer has connected.
     #[pyo3(signature = (timeout=None))]
     fn wait_connected(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let t = errors::timeout(timeout)?;
-        wait::sliced(py, t, |slice| self.get()?.wait_connected(Some(slice)).map_err(net), is_timeout)
+        self.held.wait_connected(py, timeout)
     }
 
     /// Queues `data`, waiting (up to `timeout`) while the send buffer is full.
     #[pyo3(signature = (data, timeout=None))]
     fn send(&self, py: Python<'_>, data: PyBackedBytes, timeout: Option<f64>) -> PyResult<()> {
-        let t = errors::timeout(timeout)?;
-        // The common case, room in the buffer, without releasing the GIL.
-        match self.get()?.try_send(&data) {
-            Err(NetError::WouldBlock) => {}
-            r => return r.map_err(|e| net(e).into()),
-        }
-        let data: &[u8] = &data;
-        wait::sliced(
-            py,
-            t,
-            |slice| {
-                let s = self.get()?;
-                wait::block_on_for(s.send_async(data), slice).unwrap_or(Err(NetError::TimedOut)).map_err(net)
-            },
-            is_timeout,
-        )
+        self.held.send(py, data, timeout)
     }
 
     /// The next message, waiting up to `timeout` seconds (forever with `None`).
     #[pyo3(signature = (timeout=None))]
     fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
-        let t = errors::timeout(timeout)?;
-        if let Some(m) = self.get()?.try_recv().map_err(net)? {
-            return Ok(PyBytes::new(py, &m));
-        }
-        let m = wait::sliced(py, t, |slice| self.get()?.recv_timeout(Some(slice)).map_err(net), is_timeout)?;
-        Ok(PyBytes::new(py, &m))
+        self.held.recv(py, timeout)
     }
 
     /// The next message if one is waiting, else `None`.
     fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        Ok(self.get()?.try_recv().map_err(net)?.map(|m| PyBytes::new(py, &m)))
+        self.held.try_recv(py)
     }
 
     /// Waits until the peer has everything sent so far.
     #[pyo3(signature = (timeout=None))]
     fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        let t = errors::timeout(timeout)?;
-        wait::sliced(py, t, |slice| self.get()?.flush(Some(slice)).map_err(net), is_timeout)
+        self.held.flush(py, timeout)
     }
 
     /// `recv_async` as an operation the asyncio loop polls.
     fn recv_op(&self) -> PyResult<Pending> {
-        let s = self.get()?;
-        Ok(Pending::new(async move {
-            let out: Outcome = match s.recv_async().await {
-                Ok(m) => Ok(Box::new(move |py: Python<'_>| Ok(PyBytes::new(py, &m).into_any().unbind()))),
-                Err(e) => Err(e.into()),
-            };
-            out
-        }))
+        self.held.recv_op()
     }
 
     /// `send_async` as an operation the asyncio loop polls.
     fn send_op(&self, data: Vec<u8>) -> PyResult<Pending> {
-        let s = self.get()?;
-        Ok(Pending::new(async move {
-            let out: Outcome = match s.send_async(&data).await {
-                Ok(()) => Ok(Box::new(|py: Python<'_>| Ok(py.None()))),
-                Err(e) => Err(e.into()),
-            };
-            out
-        }))
+        self.held.send_op(data)
     }
 
     /// Counters so far.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        stats_dict(py, &self.get()?.stats())
+        stats_dict(py, &self.held.get()?.stats())
     }
 
     #[getter]
@@ -208,26 +170,18 @@ impl PyLrtSocket {
 
     #[getter]
     fn peer_addr(&self) -> PyResult<Option<(String, u16)>> {
-        Ok(self.get()?.peer_addr().map(addr_tuple))
+        Ok(self.held.get()?.peer_addr().map(addr_tuple))
     }
 
     #[getter]
     fn closed(&self) -> bool {
-        self.sock.lock().unwrap_or_else(|p| p.into_inner()).is_none()
+        self.held.closed()
     }
 
     /// Closes the connection (the peer is told) and stops the driver. Messages still queued
     /// are not sent: `flush()` first. Closing twice does nothing.
     fn close(&self, py: Python<'_>) {
-        let taken = self.sock.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(s) = taken {
-            // Another thread may be inside a call on it; the last holder's drop closes it.
-            py.detach(|| {
-                if let Ok(s) = Arc::try_unwrap(s) {
-                    s.close();
-                }
-            });
-        }
+        self.held.close(py)
     }
 }
 
@@ -236,6 +190,7 @@ macro_rules! put {
         $( $d.set_item(stringify!($f), $s.$f)?; )+
     };
 }
+pub(crate) use put;
 
 /// Accepts LRT connections from many peers on one UDP port (see `cohort.LrtListener`).
 #[pyclass(frozen, module = "cohort._native", name = "LrtListener")]
@@ -340,9 +295,9 @@ pub(crate) fn frames_dict<'py>(
     Ok(d)
 }
 
-fn stats_dict<'py>(py: Python<'py>, s: &SocketStats) -> PyResult<Bound<'py, PyDict>> {
+/// The connection's own counters (`stats()["conn"]`).
+pub(crate) fn conn_dict<'py>(py: Python<'py>, c: &ConnStats) -> PyResult<Bound<'py, PyDict>> {
     let conn = PyDict::new(py);
-    let c = &s.conn;
     put!(
         conn,
         c,
@@ -370,8 +325,19 @@ fn stats_dict<'py>(py: Python<'py>, s: &SocketStats) -> PyResult<Bound<'py, PyDi
         srtt_us,
         rate_bps
     );
+    Ok(conn)
+}
+
+/// The session key exchange's counters (`stats()["keys"]`).
+pub(crate) fn keys_dict<'py>(py: Python<'py>, k: &cohort_net::KeyExchangeStats) -> PyResult<Bound<'py, PyDict>> {
+    let keys = PyDict::new(py);
+    put!(keys, k, handshakes_sent, handshakes_refused, half_open_dropped, no_session);
+    Ok(keys)
+}
+
+fn stats_dict<'py>(py: Python<'py>, s: &SocketStats) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("conn", conn)?;
+    d.set_item("conn", conn_dict(py, &s.conn)?)?;
     put!(
         d,
         s,
@@ -387,9 +353,6 @@ fn stats_dict<'py>(py: Python<'py>, s: &SocketStats) -> PyResult<Bound<'py, PyDi
         path_refused
     );
     d.set_item("frames", frames_dict(py, &s.frames)?)?;
-    let keys = PyDict::new(py);
-    let k = &s.keys;
-    put!(keys, k, handshakes_sent, handshakes_refused, half_open_dropped, no_session);
-    d.set_item("keys", keys)?;
+    d.set_item("keys", keys_dict(py, &s.keys)?)?;
     Ok(d)
 }
