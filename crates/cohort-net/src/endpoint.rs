@@ -15,6 +15,23 @@ pub(crate) trait Driven {
     fn is_shutdown(&self) -> bool;
 }
 
+/// Whether a driver is done with its connection: it is closed, and drained (its CLOSE sent
+/// and its closing period over), or it has no peer it can tell (no address, no session), or
+/// it has been closed for longer than a closing period lasts. `closed_at` keeps when the
+/// driver first saw it closed.
+pub(crate) fn closing_done(
+    conn: &Connection,
+    can_send: bool,
+    now: cohort_time::Instant,
+    closed_at: &mut Option<cohort_time::Instant>,
+) -> bool {
+    if !matches!(conn.state(), State::Closed(_)) {
+        return false;
+    }
+    let since = *closed_at.get_or_insert(now);
+    !can_send || conn.is_drained(now) || now >= since + lrt::MAX_CLOSING
+}
+
 /// The error of a wait the driver's end cut short.
 fn stopped<T: Driven>(i: &T) -> NetError {
     match i.conn().state() {

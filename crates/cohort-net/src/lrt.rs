@@ -5,7 +5,7 @@ use crate::keyx::{Handshake, KeyExchange, KeyExchangeStats};
 use crate::secure::SecureError;
 use crate::shared::Shared;
 use crate::timer::TimerFd;
-use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection, State};
+use cohort_proto::lrt::{self, CloseReason, ConnStats, Connection};
 use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
 use mio::unix::SourceFd;
@@ -362,15 +362,17 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, sock: UdpSocket, timer: TimerFd
     let mut events = Events::with_capacity(64);
     let mut plain = vec![0u8; 70_000];
     let mut wire = vec![0u8; 70_000];
+    let mut closed_at = None;
     loop {
         {
             let mut g = shared.lock();
             let now = shared.clock.now();
             g.conn.handle_timeout(now);
             transmit(&mut g, &sock, now, &mut plain, &mut wire)?;
-            // A closed connection has sent its CLOSE (best effort, once) in `transmit`.
-            let closed = matches!(g.conn.state(), State::Closed(_));
-            if closed {
+            // A closed connection stays through its closing period (its CLOSE sent again to a
+            // peer that did not hear it), unless it has no peer to tell.
+            let can_send = g.peer.is_some() && g.keyx.secure().is_some();
+            if crate::endpoint::closing_done(&g.conn, can_send, now, &mut closed_at) {
                 drop(g);
                 shared.notify();
                 return Ok(());

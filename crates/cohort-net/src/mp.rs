@@ -12,7 +12,7 @@ use crate::keyx::{Handshake, KeyExchange, KeyExchangeStats};
 use crate::lrt::{NetError, SocketConfig, bind};
 use crate::shared::Shared;
 use crate::timer::TimerFd;
-use cohort_proto::lrt::{ConnStats, Connection, State};
+use cohort_proto::lrt::{ConnStats, Connection};
 use cohort_proto::multipath::{MpConfig, MpConnection, MpStats};
 use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
@@ -234,13 +234,15 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, socks: &[UdpSocket], timer: Tim
     let mut plain = vec![0u8; 70_000];
     let mut wire = vec![0u8; 70_000];
     let n = socks.len();
+    let mut closed_at = None;
     loop {
         {
             let mut g = shared.lock();
             let now = shared.clock.now();
             g.conn.handle_timeout(now);
             transmit(&mut g, socks, now, &mut plain, &mut wire);
-            if matches!(g.conn.conn().state(), State::Closed(_)) {
+            let can_send = g.peers[0].is_some() && g.keyx.secure().is_some();
+            if crate::endpoint::closing_done(g.conn.conn(), can_send, now, &mut closed_at) {
                 drop(g);
                 shared.notify();
                 return Ok(());

@@ -17,7 +17,7 @@ use super::{Inner, Io, LrtSocket, NetError, SOCKET, SocketConfig, SocketStats, T
 use crate::keyx::{Handshake, KeyExchange};
 use crate::shared::{Shared, Wait};
 use crate::timer::TimerFd;
-use cohort_proto::lrt::{Connection, State};
+use cohort_proto::lrt::Connection;
 use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
 use mio::{Events, Poll};
@@ -185,7 +185,8 @@ fn drive(shared: &Shared<Lobby>, mut poll: Poll, sock: UdpSocket, timer: TimerFd
                 if let Err(e) = transmit(&mut cg, &sock, now, &mut plain, &mut wire) {
                     tracing::debug!(%e, "lrt listener: transmit");
                 }
-                let closed = matches!(cg.conn.state(), State::Closed(_)) || cg.shutdown;
+                // A connection closed here stays through its closing period.
+                let closed = cg.conn.is_drained(now) || cg.shutdown;
                 if closed {
                     cg.shutdown = true;
                 } else if let Some(t) = cg.conn.poll_timeout() {

@@ -18,7 +18,10 @@ pub mod pace;
 pub mod rate;
 pub mod stream;
 
-pub use conn::{CloseReason, Config, ConfigError, ConnStats, Connection, Event, RecvError, Role, SendError, State};
+pub use conn::{
+    CLOSING_PTOS, CloseReason, Config, ConfigError, ConnStats, Connection, Event, MAX_CLOSING, RecvError, Role,
+    SendError, State,
+};
 
 #[cfg(test)]
 mod tests;

@@ -276,6 +276,30 @@ pub struct ConnStats {
     pub srtt_us: u64,
     /// The pacing rate now, bits per second (the operator's, or the estimator's).
     pub rate_bps: u64,
+    /// CLOSE packets sent again during the closing period, in answer to a peer that had
+    /// not heard the first.
+    pub closes_repeated: u64,
+}
+
+/// After this end sent its CLOSE, it stays this many probe timeouts (at most
+/// [`MAX_CLOSING`]) to answer a peer that did not hear it (RFC 9000 §10.2.1's closing state),
+/// and sends the CLOSE again once per probe timeout meanwhile, for a peer with nothing to
+/// say: a lost CLOSE otherwise leaves the peer waiting for its idle timeout and reporting a
+/// time-out for a connection that ended normally.
+pub const CLOSING_PTOS: u32 = 3;
+/// The longest closing period: a driver holds its socket no longer after a close.
+pub const MAX_CLOSING: Duration = Duration::from_secs(1);
+
+/// The closing period of an end that sent its CLOSE.
+#[derive(Debug, Clone, Copy)]
+struct Closing {
+    code: u16,
+    until: Instant,
+    /// Packets heard from the peer since; the CLOSE goes again at the 1st, 2nd, 4th, 8th...
+    heard: u32,
+    /// When the CLOSE goes again unasked, and the gap between copies.
+    next_copy: Instant,
+    every: Duration,
 }
 
 #[derive(Debug)]
@@ -359,6 +383,7 @@ pub struct Connection {
     hello_due: Option<Instant>,
     hello_ack_pending: bool,
     close_pending: Option<u16>,
+    closing: Option<Closing>,
     // Sender.
     divider: Divider,
     sym: Vec<u8>,
@@ -425,6 +450,7 @@ impl Connection {
             hello_due: (role == Role::Client).then_some(now),
             hello_ack_pending: false,
             close_pending: None,
+            closing: None,
             divider: Divider::new(cfg.symbol_size),
             sym: Vec::with_capacity(cfg.symbol_size),
             tx: VecDeque::new(),
@@ -664,10 +690,23 @@ impl Connection {
         }
     }
 
+    /// Whether a closed connection is done with the network: its CLOSE went out and its
+    /// closing period is over (or it never sends one). Until then a driver keeps its socket,
+    /// passes it what arrives and sends what `poll_transmit` gives.
+    pub fn is_drained(&self, now: Instant) -> bool {
+        matches!(self.state, State::Closed(_))
+            && self.close_pending.is_none()
+            && self.closing.is_none_or(|c| now >= c.until)
+    }
+
     /// When `handle_timeout` or `poll_transmit` next has work, if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if let State::Closed(_) = self.state {
-            return self.close_pending.map(|_| self.last_tx);
+            return match (self.close_pending, self.closing) {
+                (Some(_), _) => Some(self.last_tx),
+                (None, Some(c)) => Some(c.next_copy.min(c.until)),
+                (None, None) => None,
+            };
         }
         let mut t = if self.awaiting_peer() { Instant::FAR_FUTURE } else { self.last_rx + self.cfg.idle_timeout };
         let mut at = |x: Instant| t = t.min(x);
@@ -703,9 +742,19 @@ impl Connection {
         Some(t)
     }
 
-    /// Advances timers: idle and handshake timeouts end the connection.
+    /// Advances timers: idle and handshake timeouts end the connection, and the closing
+    /// period ends.
     pub fn handle_timeout(&mut self, now: Instant) {
         if matches!(self.state, State::Closed(_)) {
+            match &mut self.closing {
+                Some(c) if now >= c.until => self.closing = None,
+                Some(c) if now >= c.next_copy => {
+                    c.next_copy = now + c.every;
+                    self.close_pending = Some(c.code);
+                    self.stats.closes_repeated += 1;
+                }
+                _ => {}
+            }
             return;
         }
         if !self.awaiting_peer() && now >= self.last_rx + self.cfg.idle_timeout {

@@ -7,6 +7,7 @@ impl Connection {
     /// packet number. A malformed packet is counted and dropped; it never changes state.
     pub fn handle_packet(&mut self, now: Instant, pn: u64, bytes: &[u8]) {
         if matches!(self.state, State::Closed(_)) {
+            self.while_closing(now, bytes);
             return;
         }
         self.stats.packets_received += 1;
@@ -31,6 +32,24 @@ impl Connection {
             LrtRepr::Ack(a) => self.on_ack(now, a),
             LrtRepr::Ping => {}
             LrtRepr::Close { code } => self.close_with(CloseReason::Peer(code), None),
+        }
+    }
+
+    /// A packet after this end closed: during the closing period, the peer evidently did not
+    /// hear the CLOSE, which goes again (at the 1st, 2nd, 4th... packet heard, so a peer
+    /// sending fast draws few); the peer's own CLOSE ends the period.
+    fn while_closing(&mut self, now: Instant, bytes: &[u8]) {
+        let Some(c) = self.closing.as_mut().filter(|c| now < c.until) else { return };
+        match LrtRepr::parse(bytes) {
+            Ok(LrtRepr::Close { .. }) => self.closing = None,
+            Ok(_) => {
+                c.heard = c.heard.saturating_add(1);
+                if c.heard.is_power_of_two() && self.close_pending.is_none() {
+                    self.close_pending = Some(c.code);
+                    self.stats.closes_repeated += 1;
+                }
+            }
+            Err(_) => self.stats.malformed += 1,
         }
     }
 

@@ -67,6 +67,11 @@ impl Connection {
     fn next_packet(&mut self, now: Instant, buf: &mut [u8]) -> Option<(usize, bool)> {
         if let State::Closed(_) = self.state {
             let code = self.close_pending.take()?;
+            if self.closing.is_none() {
+                let every = self.rtt.probe_timeout().min(MAX_CLOSING / CLOSING_PTOS);
+                let (until, next_copy) = (now + every * CLOSING_PTOS, now + every);
+                self.closing = Some(Closing { code, until, heard: 0, next_copy, every });
+            }
             return self.emit(&LrtRepr::Close { code }, buf).map(|n| (n, false));
         }
         if let Some(due) = self.hello_due
