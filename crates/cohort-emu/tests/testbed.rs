@@ -260,6 +260,44 @@ fn mptcp_uses_both_paths_through_the_emulator() {
     assert!(carried(0) > 300 && carried(1) > 300, "frames per path: {} and {}", carried(0), carried(1));
 }
 
+/// A trace started on a running testbed: the link goes out (datagrams are lost and counted),
+/// comes back at its next step with the step's delay, and a bad request is a typed error.
+#[test]
+fn a_link_follows_a_trace_started_on_a_running_testbed() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tb = up(P2P, "tr");
+    let (a_ip, b_ip) = (tb.addr("a", 0).unwrap(), tb.addr("b", 0).unwrap());
+    let a = udp_in(&tb, "a", a_ip);
+    let b = udp_in(&tb, "b", b_ip);
+    b.set_read_timeout(Some(Duration::from_millis(400))).unwrap();
+    let to = b.local_addr().unwrap();
+    let mut buf = [0u8; 256];
+    // Resolve ARP first, on the clean link.
+    a.send_to(b"arp", to).unwrap();
+    b.recv_from(&mut buf).unwrap();
+    let ms = Duration::from_millis;
+    let back = cohort_medium::link::LinkParams::clean(ms(60), 10_000_000);
+    tb.play_trace(0, vec![(Duration::ZERO, None), (ms(500), Some(back))]).unwrap();
+    std::thread::sleep(ms(50));
+    for _ in 0..5 {
+        a.send_to(b"while out", to).unwrap();
+    }
+    assert!(b.recv_from(&mut buf).is_err(), "nothing crosses a link that is out");
+    std::thread::sleep(ms(200));
+    let t = Instant::now();
+    a.send_to(b"back", to).unwrap();
+    let (n, _) = b.recv_from(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"back");
+    assert!(t.elapsed() >= ms(60), "the step's delay applies: {:?}", t.elapsed());
+    let st = tb.status().unwrap();
+    assert!(st.fabric.counters.outage_drops >= 5, "{:?}", st.fabric.counters);
+    assert_eq!((st.fabric.links[0].out, st.fabric.links[0].rate_bps), (false, 10_000_000));
+    let e = tb.play_trace(7, vec![]).unwrap_err();
+    assert!(e.to_string().contains("link 7"), "{e}");
+    let bad = cohort_medium::link::LinkParams { rate_bps: 0, ..back };
+    assert!(tb.play_trace(0, vec![(Duration::ZERO, Some(bad))]).is_err());
+}
+
 #[test]
 fn down_all_removes_what_a_crashed_run_left() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
