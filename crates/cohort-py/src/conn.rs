@@ -160,3 +160,65 @@ impl<C: Conn> Held<C> {
         }
     }
 }
+
+/// The `#[pymethods]` of a Python class over a [`Held`] connection in its `held` field: the
+/// message calls every coded socket has, and the class's own `$extra` methods.
+macro_rules! coded_pymethods {
+    ($ty:ty { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            $($extra)*
+
+            /// Waits (up to `timeout` seconds, or forever) until a peer has connected.
+            #[pyo3(signature = (timeout=None))]
+            fn wait_connected(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+                self.held.wait_connected(py, timeout)
+            }
+
+            /// Queues `data`, waiting (up to `timeout`) while the send buffer is full.
+            #[pyo3(signature = (data, timeout=None))]
+            fn send(&self, py: Python<'_>, data: PyBackedBytes, timeout: Option<f64>) -> PyResult<()> {
+                self.held.send(py, data, timeout)
+            }
+
+            /// The next message, waiting up to `timeout` seconds (forever with `None`).
+            #[pyo3(signature = (timeout=None))]
+            fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
+                self.held.recv(py, timeout)
+            }
+
+            /// The next message if one is waiting, else `None`.
+            fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+                self.held.try_recv(py)
+            }
+
+            /// Waits until the peer has everything sent so far.
+            #[pyo3(signature = (timeout=None))]
+            fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
+                self.held.flush(py, timeout)
+            }
+
+            /// `recv_async` as an operation the asyncio loop polls.
+            fn recv_op(&self) -> PyResult<Pending> {
+                self.held.recv_op()
+            }
+
+            /// `send_async` as an operation the asyncio loop polls.
+            fn send_op(&self, data: Vec<u8>) -> PyResult<Pending> {
+                self.held.send_op(data)
+            }
+
+            #[getter]
+            fn closed(&self) -> bool {
+                self.held.closed()
+            }
+
+            /// Closes the connection (the peer is told) and stops the driver. Messages still
+            /// queued are not sent: `flush()` first. Closing twice does nothing.
+            fn close(&self, py: Python<'_>) {
+                self.held.close(py)
+            }
+        }
+    };
+}
+pub(crate) use coded_pymethods;

@@ -1,7 +1,7 @@
 //! `LrtSocket`: `cohort_net::LrtSocket` (the coded transport) for Python, and `LrtListener`:
 //! `cohort_net::LrtListener` (one port, connections from many peers).
 
-use crate::conn::Held;
+use crate::conn::{Held, coded_pymethods};
 use crate::errors::{self, Class, Error};
 use crate::wait::{self, Pending};
 use cohort_net::{LrtListener, LrtSocket, NetError, SocketConfig, SocketStats};
@@ -71,8 +71,7 @@ impl PyLrtSocket {
     }
 }
 
-#[pymethods]
-impl PyLrtSocket {
+coded_pymethods!(PyLrtSocket {
     #[staticmethod]
     #[pyo3(signature = (addr, *, secret, team, sender_id, dscp=None, priority=None, handshake_timeout=5.0, idle_timeout=10.0, rate_mbps=None, estimate_rate=false))]
     #[allow(clippy::too_many_arguments)]
@@ -119,45 +118,6 @@ impl PyLrtSocket {
         Ok(Self::new(s))
     }
 
-    /// Waits (up to `timeout` seconds, or forever) until a peer has connected.
-    #[pyo3(signature = (timeout=None))]
-    fn wait_connected(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        self.held.wait_connected(py, timeout)
-    }
-
-    /// Queues `data`, waiting (up to `timeout`) while the send buffer is full.
-    #[pyo3(signature = (data, timeout=None))]
-    fn send(&self, py: Python<'_>, data: PyBackedBytes, timeout: Option<f64>) -> PyResult<()> {
-        self.held.send(py, data, timeout)
-    }
-
-    /// The next message, waiting up to `timeout` seconds (forever with `None`).
-    #[pyo3(signature = (timeout=None))]
-    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
-        self.held.recv(py, timeout)
-    }
-
-    /// The next message if one is waiting, else `None`.
-    fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        self.held.try_recv(py)
-    }
-
-    /// Waits until the peer has everything sent so far.
-    #[pyo3(signature = (timeout=None))]
-    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        self.held.flush(py, timeout)
-    }
-
-    /// `recv_async` as an operation the asyncio loop polls.
-    fn recv_op(&self) -> PyResult<Pending> {
-        self.held.recv_op()
-    }
-
-    /// `send_async` as an operation the asyncio loop polls.
-    fn send_op(&self, data: Vec<u8>) -> PyResult<Pending> {
-        self.held.send_op(data)
-    }
-
     /// Counters so far.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         stats_dict(py, &self.held.get()?.stats())
@@ -172,18 +132,7 @@ impl PyLrtSocket {
     fn peer_addr(&self) -> PyResult<Option<(String, u16)>> {
         Ok(self.held.get()?.peer_addr().map(addr_tuple))
     }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.held.closed()
-    }
-
-    /// Closes the connection (the peer is told) and stops the driver. Messages still queued
-    /// are not sent: `flush()` first. Closing twice does nothing.
-    fn close(&self, py: Python<'_>) {
-        self.held.close(py)
-    }
-}
+});
 
 macro_rules! put {
     ($d:expr, $s:expr, $($f:ident),+ $(,)?) => {

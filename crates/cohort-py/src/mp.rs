@@ -1,7 +1,7 @@
 //! `MpLrtSocket`: `cohort_net::MpLrtSocket` (one coded connection over several paths, seed
 //! 001's scheduler) for Python.
 
-use crate::conn::Held;
+use crate::conn::{Held, coded_pymethods};
 use crate::errors::{self, Error};
 use crate::lrt::{Options, addr_tuple, config, conn_dict, frames_dict, keys_dict, net, put};
 use crate::wait::Pending;
@@ -40,8 +40,7 @@ fn mp_config(scheduler: &str, tau_ms: f64, super_arm: usize) -> Result<MpConfig,
     Ok(MpConfig { scheduler, super_arm, ..MpConfig::default() })
 }
 
-#[pymethods]
-impl PyMpLrtSocket {
+coded_pymethods!(PyMpLrtSocket {
     #[staticmethod]
     #[pyo3(signature = (paths, *, secret, team, sender_id, dscp=None, priority=None, handshake_timeout=5.0, idle_timeout=10.0, rate_mbps=None, estimate_rate=false, scheduler="ldmpsp", tau_ms=20.0, super_arm=0))]
     #[allow(clippy::too_many_arguments)]
@@ -97,38 +96,6 @@ impl PyMpLrtSocket {
         Ok(Self::new(s))
     }
 
-    #[pyo3(signature = (timeout=None))]
-    fn wait_connected(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        self.held.wait_connected(py, timeout)
-    }
-
-    #[pyo3(signature = (data, timeout=None))]
-    fn send(&self, py: Python<'_>, data: PyBackedBytes, timeout: Option<f64>) -> PyResult<()> {
-        self.held.send(py, data, timeout)
-    }
-
-    #[pyo3(signature = (timeout=None))]
-    fn recv<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyBytes>> {
-        self.held.recv(py, timeout)
-    }
-
-    fn try_recv<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        self.held.try_recv(py)
-    }
-
-    #[pyo3(signature = (timeout=None))]
-    fn flush(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<()> {
-        self.held.flush(py, timeout)
-    }
-
-    fn recv_op(&self) -> PyResult<Pending> {
-        self.held.recv_op()
-    }
-
-    fn send_op(&self, data: Vec<u8>) -> PyResult<Pending> {
-        self.held.send_op(data)
-    }
-
     /// Counters: the connection's (`conn`), the multipath layer's, and one dict per path.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let sock = self.held.get()?;
@@ -166,16 +133,7 @@ impl PyMpLrtSocket {
     fn peer_addrs(&self) -> PyResult<Vec<Option<(String, u16)>>> {
         Ok(self.held.get()?.peer_addrs().into_iter().map(|a| a.map(addr_tuple)).collect())
     }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.held.closed()
-    }
-
-    fn close(&self, py: Python<'_>) {
-        self.held.close(py)
-    }
-}
+});
 
 impl PyMpLrtSocket {
     fn new(s: MpLrtSocket) -> Self {
