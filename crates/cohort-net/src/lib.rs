@@ -14,6 +14,7 @@
 
 mod backlog;
 mod endpoint;
+pub mod federated;
 pub mod group;
 mod keyx;
 mod lrt;

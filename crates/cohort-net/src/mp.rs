@@ -13,6 +13,7 @@ use crate::lrt::{NetError, SocketConfig, bind};
 use crate::shared::Shared;
 use crate::timer::TimerFd;
 use cohort_proto::lrt::{ConnStats, Connection};
+use cohort_proto::multipath::bandit::ArmStats;
 use cohort_proto::multipath::{MpConfig, MpConnection, MpStats};
 use cohort_wire::frame::kind;
 use mio::net::UdpSocket;
@@ -197,6 +198,21 @@ impl MpLrtSocket {
         (s.frames, s.rejected_frames) = g.keyx.counters();
         s.keys = g.keyx.stats;
         s
+    }
+
+    /// Each path's bandit statistics so far (MS-UCB's `u`, `v`), to share with the team
+    /// (`crate::federated`).
+    pub fn arm_stats(&self) -> Vec<ArmStats> {
+        self.shared.lock().conn.arm_stats()
+    }
+
+    /// Starts path `path`'s bandit statistics from what the team shared (Eqs. 17-18); a path
+    /// out of range is ignored.
+    pub fn federated_start(&self, path: usize, stats: ArmStats) {
+        let mut g = self.shared.lock();
+        if path < g.conn.paths() {
+            g.conn.federated_start(path, stats);
+        }
     }
 
     /// The local address of each path.

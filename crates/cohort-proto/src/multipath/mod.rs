@@ -43,6 +43,7 @@
 
 pub mod balance;
 pub mod bandit;
+pub mod federated;
 pub mod path;
 pub mod wire;
 
