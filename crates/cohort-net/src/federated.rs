@@ -77,7 +77,8 @@ fn now(clock: std::time::Instant) -> cohort_time::Instant {
 }
 
 impl PathStatsService {
-    /// Serves queries arriving on `group` (a member already, or joining later).
+    /// Takes part in the sharing rounds on `group` (a member already, or joining later): as
+    /// its coordinator it gathers, as a member it adopts views and reports.
     pub fn start(group: GroupSocket) -> Result<Self, FederatedError> {
         let group = Arc::new(group);
         let store = Arc::new(Mutex::new(StatsStore::new()));
@@ -121,8 +122,8 @@ impl PathStatsService {
         self.store.lock().unwrap_or_else(|e| e.into_inner()).get(key)
     }
 
-    /// What to start each of `keys` with: the team's latest view and this robot's own
-    /// measurement, weighted by age (`None` for a key neither knows).
+    /// What to start each of `keys` with: the team's latest view, or this robot's own
+    /// measurement of a path the view lacks (`None` for a key neither knows).
     pub fn known(&self, keys: &[PathKey]) -> Vec<Option<ArmStats>> {
         self.store.lock().unwrap_or_else(|e| e.into_inner()).start_for(keys, now(self.clock), HALF_LIFE.as_secs_f64())
     }
@@ -142,7 +143,7 @@ impl PathStatsService {
         }
     }
 
-    /// Starts path `i` of `sock` from what the team knows of `keys[i]` ([`known`](Self::known));
+    /// Starts path `i` of `sock` from what is known of `keys[i]` ([`known`](Self::known));
     /// paths nobody knows start cold. Returns what each path started from.
     pub fn start_paths(&self, sock: &MpLrtSocket, keys: &[PathKey]) -> Result<Vec<Option<ArmStats>>, FederatedError> {
         let paths = sock.local_addrs().len();

@@ -8,9 +8,9 @@
 //! and the coordinator combines those reports and its own into the next view
 //! ([`StatsStore::gather`]: per key, the age-weighted mean of Eqs. 17-18,
 //! [`super::bandit::federated_start`]). A robot about to use paths starts each from the
-//! team's view and its own measurement ([`StatsStore::start_for`]). Only a robot's own
-//! measurements are reported, never what it learned from the view, so no figure is counted
-//! twice.
+//! team's view, or from its own measurement of a path the view lacks
+//! ([`StatsStore::start_for`]). Only a robot's own measurements are reported, never what it
+//! learned from the view, so no figure is counted twice.
 //!
 //! One wire form (big-endian), small enough for one group frame, for the view and the
 //! reports alike:
@@ -289,15 +289,16 @@ impl StatsStore {
         malformed
     }
 
-    /// What to start each of `keys` with: the team's view and this robot's own measurement,
-    /// weighted by age (`None` for a key neither knows).
+    /// What to start each of `keys` with: the team's view where it has the key (it already
+    /// holds this robot's figures as reported), else this robot's own measurement (`None` for
+    /// a key neither knows). No figure counts twice.
     pub fn start_for(&self, keys: &[PathKey], now: Instant, half_life_s: f64) -> Vec<Option<ArmStats>> {
-        let mut known = self.own_entries(now);
-        known.extend(
-            self.view.iter().filter_map(|(k, v)| {
-                Some(Entry { key: k.clone(), stats: v.stats, age_ms: age_ms(now, v.at, v.age_ms)? })
-            }),
-        );
+        let mut known: Vec<Entry> = self
+            .view
+            .iter()
+            .filter_map(|(k, v)| Some(Entry { key: k.clone(), stats: v.stats, age_ms: age_ms(now, v.at, v.age_ms)? }))
+            .collect();
+        known.extend(self.own_entries(now).into_iter().filter(|e| !self.view.contains_key(&e.key)));
         combine(keys, &[known], half_life_s)
     }
 
@@ -362,6 +363,22 @@ mod tests {
         assert!((north.u - 80.0).abs() < 1e-9 && (north.v - 0.6).abs() < 1e-9, "{north:?}");
         assert_eq!(got[1], Some(ArmStats { u: 3.0, v: 0.25 }));
         assert_eq!(got[2], None);
+    }
+
+    /// The coordinator's own figures enter the view once; starting from the view does not
+    /// count them again, and a path only this robot measured starts from its own figures.
+    #[test]
+    fn own_figures_count_once() {
+        let t = Instant::ZERO + Duration::from_secs(1);
+        let mut coord = StatsStore::new();
+        coord.record(key("p"), ArmStats { u: 10.0, v: 1.0 }, t).unwrap();
+        let mut member = StatsStore::new();
+        member.record(key("p"), ArmStats { u: 30.0, v: 0.0 }, t).unwrap();
+        coord.gather(&[&member.own_report(t)], t, 300.0);
+        let got = coord.start_for(&[key("p")], t, 300.0)[0].unwrap();
+        assert!((got.u - 20.0).abs() < 1e-9 && (got.v - 0.5).abs() < 1e-9, "{got:?}");
+        member.record(key("q"), ArmStats { u: 2.0, v: 0.5 }, t).unwrap();
+        assert_eq!(member.start_for(&[key("q")], t, 300.0), vec![Some(ArmStats { u: 2.0, v: 0.5 })]);
     }
 
     /// Eqs. 17-18 weighted by age: a fresh report outweighs a stale one, an unknown key stays
