@@ -389,7 +389,8 @@ impl Emulator {
         let mut next_status = std::time::Instant::now();
         let mut last_rest = std::time::Instant::now();
         while !ctl.stop.load(Ordering::Relaxed) {
-            if ctl.traces_waiting.swap(false, Ordering::Acquire) {
+            // A load first: the flag is read every turn and written only when a trace waits.
+            if ctl.traces_waiting.load(Ordering::Relaxed) && ctl.traces_waiting.swap(false, Ordering::Acquire) {
                 let traces = std::mem::take(&mut *ctl.traces.lock().unwrap_or_else(|e| e.into_inner()));
                 for (link, trace) in traces {
                     let now = self.now();

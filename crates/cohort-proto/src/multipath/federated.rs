@@ -407,7 +407,8 @@ mod tests {
             (0..17).map(|i| Entry { key: key(&format!("k{i}")), stats: ArmStats::default(), age_ms: 0 }).collect();
         assert_eq!(encode_report(&many), Err(FedError::TooMany(17)));
         assert_eq!(parse_report(b"CFR"), Err(FedError::Truncated));
-        assert_eq!(parse_report(b"XXXX\x00"), Err(FedError::Foreign));
+        // Another kind of message (a view must start with its own magic).
+        assert_eq!(parse_report(b"HBT1\x00"), Err(FedError::Foreign));
         assert_eq!(parse_report(b"CFR1\x00extra"), Err(FedError::Trailing(5)));
         assert_eq!(parse_report(b"CFR1\x11"), Err(FedError::TooMany(17)));
         assert_eq!(store.adopt(b"CFQ1\x00", Instant::ZERO), Err(FedError::Foreign));
