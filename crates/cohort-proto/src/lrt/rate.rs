@@ -17,6 +17,11 @@
 //!   trip): the path is saturated and delivers `Bw` = the round's delivery rate, so the sender
 //!   paces at `β · Bw`, leaving `1 − β` for the queue to drain and for other traffic (a
 //!   multiplicative decrease to what the bottleneck proved it carries);
+//! - in start-up, a round that delivered less than ⅘ of the rate paced the round before (whose
+//!   packets it acknowledges) found the bottleneck as well, before its queue shows in the
+//!   round trips (BBR leaves start-up on the same evidence, a delivery rate that stops growing
+//!   with the sending rate): the same back-off. Doubling until the queue shows overshoots by
+//!   up to a doubling, and a round later the queue holds a round trip of the excess;
 //! - otherwise, if the sender had data waiting (not application-limited): in start-up the rate
 //!   doubles each round (from [`INITIAL_BPS`]), afterwards it grows by one packet per round
 //!   (an additive increase: two flows sharing a bottleneck converge to equal shares);
@@ -52,6 +57,8 @@ pub struct RateEstimator {
     share: f64,
     queue_target: Duration,
     rate_bps: f64,
+    /// The rate paced during the previous round: the packets a round acknowledges left then.
+    prev_rate_bps: f64,
     mode: Mode,
     round_start: Instant,
     round_delivered: u64,
@@ -89,6 +96,7 @@ impl RateEstimator {
             share: share.clamp(0.05, 1.0),
             queue_target,
             rate_bps: INITIAL_BPS.min(cap_bps),
+            prev_rate_bps: INITIAL_BPS.min(cap_bps),
             mode: Mode::Startup,
             round_start: now,
             round_delivered: 0,
@@ -140,7 +148,9 @@ impl RateEstimator {
         };
         let target = self.queue_target.max(self.min_rtt.map_or(Duration::ZERO, |(m, _)| m / 4));
         self.rounds += 1;
-        if queue > target && !s.app_limited {
+        let paced = std::mem::replace(&mut self.prev_rate_bps, self.rate_bps);
+        let short = self.mode == Mode::Startup && delivered_bps < 0.8 * paced;
+        if (queue > target || short) && !s.app_limited {
             self.backoffs += 1;
             self.mode = Mode::Steady;
             self.bw_bps = Some(delivered_bps);
@@ -204,6 +214,26 @@ mod tests {
         let r2 = round(&mut e, t, &mut total, 18, ms(10), false);
         assert!((r2 - (18e6 + 1e6)).abs() < 1.0, "{r2}");
         assert_eq!(e.rounds(), (6, 1));
+    }
+
+    #[test]
+    fn start_up_ends_when_the_path_delivers_less_than_was_paced_before_its_queue_shows() {
+        let mut e = RateEstimator::new(100e6, 0.9, ms(5), Instant::ZERO);
+        let (mut t, mut total) = (Instant::ZERO, 0);
+        let mut rates = vec![];
+        // A 10 Mbit/s path (10 packets of 1250 B per 10 ms) whose round trips show no queue
+        // yet: the rounds paced at 2, 4 and 8 Mbit/s delivered 10 (a first burst) or what
+        // they sent; the round paced at 16 delivers 10.
+        for pkts in [10, 4, 8, 10] {
+            t += ms(10);
+            rates.push(round(&mut e, t, &mut total, pkts, ms(10), false));
+        }
+        assert_eq!(rates[..3], [4e6, 8e6, 16e6], "doubling while the path delivers what was paced");
+        t += ms(10);
+        let r = round(&mut e, t, &mut total, 10, ms(10), false);
+        assert!((r - 9e6).abs() < 1.0, "β · Bw = 0.9 × 10 Mbit/s, got {r}");
+        assert_eq!(e.bandwidth_bps(), Some(10e6));
+        assert_eq!(e.rounds(), (5, 1));
     }
 
     #[test]

@@ -580,9 +580,15 @@ impl MpConnection {
         let models: Vec<PathDelay> = arms.iter().map(|&i| self.tx[i].delay_model(self.cfg.default_rtt)).collect();
         let w: usize = arms.iter().map(|&i| self.tx[i].cwnd.floor().max(1.0) as usize).sum();
         let shares = split(&models, w, normal_quantile(self.cfg.quantile));
+        // Every arm of the super-arm carries at least one packet a round: MS-UCB rewards the
+        // arms it played by what they delivered (Eqs. 14-15), and a path delay balancing left
+        // empty would be rewarded on measurements that age while it idles. Without this a
+        // path that was slow once kept its old queueing delay and service time, got no share
+        // round after round and never showed that it had recovered (seen under mobility: a
+        // radio unused for 2.3 s while its rate rose from 7.7 to 23.6 Mbit/s).
         let mut quota = vec![0; self.tx.len()];
         for (&i, &s) in arms.iter().zip(&shares) {
-            quota[i] = s;
+            quota[i] = s.max(1);
         }
         self.round = Some(Round { arms, quota, started: now });
     }
@@ -598,7 +604,11 @@ impl MpConnection {
             if self.data_bytes_sent <= self.cfg.short_flow_bytes {
                 to.extend(&others);
             } else if self.cfg.cloning && !others.is_empty() {
-                let pe = others.iter().chain([&pick]).map(|&i| self.tx[i].loss).fold(0.0, f64::max);
+                // §4.2 clones with the loss rate `p_e` of the paths in use. A copy protects
+                // against the loss of the path its original took, so Cohort takes `p_e` of that
+                // path: a packet on a loss-free path is not copied onto a lossy one, which
+                // would only take that path's room from packets of its own.
+                let pe = self.tx[pick].loss;
                 // LRT already sends `r` repairs per source symbol, spread over every path: with
                 // coding those are the partial clones, and a duplicate is added only where
                 // §4.2's probability asks for more than that.

@@ -8,7 +8,7 @@
 //! message as soon as it is complete.
 
 use cohort_medium::link::{Duplex, LinkError, LinkParams};
-use cohort_proto::lrt::{Config, ConfigError, Connection, State};
+use cohort_proto::lrt::{Config, ConfigError, ConnStats, Connection, State};
 use cohort_proto::multipath::bandit::ArmStats;
 use cohort_proto::multipath::{MpConfig, MpConnection, MpStats};
 use cohort_time::Instant;
@@ -91,6 +91,8 @@ pub struct MpOutcome {
     pub max_stall_ms: f64,
     pub sender: MpStats,
     pub receiver: MpStats,
+    /// The sending connection's LRT counters (source symbols, repairs by cause, redundancy).
+    pub sender_lrt: ConnStats,
     /// The super-arm of each round the sender played (the first 10 000).
     pub rounds: Vec<Vec<usize>>,
     /// Bytes every path carried both ways, below the multipath layer included.
@@ -227,6 +229,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
         max_stall_ms: max_stall.as_secs_f64() * 1e3,
         sender: a.stats(),
         receiver: b.stats(),
+        sender_lrt: a.conn().stats(),
         rounds: a.rounds_played().to_vec(),
         wire_bytes: wire,
     })

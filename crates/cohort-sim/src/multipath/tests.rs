@@ -121,3 +121,75 @@ fn a_single_path_recovers_from_an_early_outage() {
     let o = run(&r).unwrap();
     assert_eq!(o.delivered, 417, "{:?}", o.sender);
 }
+
+/// Channel errors on one path are not congestion: its LD-MPSP window does not halve whenever
+/// a loss comes with a queue, so the lossy path stays busy (the first version halved at every
+/// queue past half the target and left the path idle much of the time).
+#[test]
+fn random_loss_does_not_halve_a_paths_window() {
+    let r = MpRun {
+        app_buffer_bytes: 4 * 1200,
+        ..MpRun::new(MpConfig::default(), vec![link(10.0, 10, 0.1)], 6000, 1200, 3)
+    };
+    let o = run(&r).unwrap();
+    assert_eq!(o.delivered, 6000);
+    let p = o.sender.paths[0];
+    let busy = (p.bytes_sent + UNDER_MP as u64 * p.sent) as f64 * 8.0 / o.completed.unwrap().as_secs_f64() / 10e6;
+    assert!(busy > 0.93, "the path carried datagrams {:.1}% of the time", busy * 100.0);
+}
+
+/// A buffer that overflows is congestion, loss or not: a shallow buffer (10 ms at the rate)
+/// below the 20 ms target on a path that also drops 5% keeps the window near what the
+/// buffer holds instead of growing until the overflow dominates.
+#[test]
+fn overflow_of_a_shallow_buffer_still_halves_the_window() {
+    let shallow = |loss: f64| MpPath::new(LinkParams { queue_bytes: 12_500, ..link(10.0, 10, loss).link });
+    for loss in [0.0, 0.05] {
+        let r =
+            MpRun { app_buffer_bytes: 4 * 1200, ..MpRun::new(MpConfig::default(), vec![shallow(loss)], 6000, 1200, 4) };
+        let o = run(&r).unwrap();
+        assert_eq!(o.delivered, 6000);
+        let p = o.sender.paths[0];
+        let lost = p.lost as f64 / p.sent as f64;
+        assert!(lost < loss + 0.05, "loss {loss}: {:.3} of the datagrams lost, window {:.1}", lost, p.cwnd);
+    }
+}
+
+/// A path the delay balancing would leave empty still carries a packet every round (MS-UCB
+/// plays it): a path slow at first and fast later is found again. Path 1 starts at 1 Mbit/s
+/// with 150 ms of delay and turns into a 20 Mbit/s, 10 ms path after 1 s.
+#[test]
+fn a_path_that_recovers_is_measured_again() {
+    let mut slow = link(1.0, 150, 0.0);
+    slow.changes.push((ms(1000), link(20.0, 10, 0.0).link));
+    let mut r = MpRun::new(MpConfig::default(), vec![link(5.0, 10, 0.0), slow], u32::MAX / 2, 1200, 5);
+    r.app_buffer_bytes = 4 * 1200;
+    r.limit = Duration::from_secs(6);
+    let o = run(&r).unwrap();
+    let p1 = o.sender.paths[1];
+    assert!(p1.sent > o.sender.paths[0].sent, "the recovered path carries most: {:?}", o.sender.paths);
+    assert!(o.goodput_mbps > 12.0, "{:.1} Mbit/s", o.goodput_mbps);
+}
+
+/// A sender that always has data waiting still sends the repairs its redundancy rate earns
+/// (seed 004 §III-E's `src·(1 + r)`): on one saturated path with 10% loss no message waits
+/// for a lost symbol's repair for long.
+#[test]
+fn a_saturated_sender_keeps_its_redundancy() {
+    let r = MpRun {
+        app_buffer_bytes: 4 * 1200,
+        ..MpRun::new(MpConfig::default(), vec![link(10.0, 10, 0.1)], 8000, 1200, 1)
+    };
+    let o = run(&r).unwrap();
+    assert_eq!(o.delivered, 8000);
+    let l = &o.sender_lrt;
+    assert!(
+        l.repair_sent as f64 > 0.15 * l.source_sent as f64,
+        "repairs {} for {} sources (feedback {}, signal {})",
+        l.repair_sent,
+        l.source_sent,
+        l.repair_feedback_sent,
+        l.repair_signal_sent
+    );
+    assert!(o.max_stall_ms < 200.0, "longest stall {:.1} ms (600 ms before)", o.max_stall_ms);
+}
