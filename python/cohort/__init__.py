@@ -7,6 +7,7 @@ native module ``cohort._native`` (built by maturin from ``crates/cohort-py``):
   :class:`cohort.LrtListener`: one port for connections from many robots, and
   :class:`cohort.MpLrtSocket`: one connection over several paths (every radio a robot has);
 * :class:`cohort.GroupSocket`: group request-reply and membership (GCBRR);
+* :class:`cohort.PathStatsService`: per-path multipath statistics shared with the team;
 * :mod:`cohort.sim`: the deterministic simulator; :mod:`cohort.medium`: the 802.11 model's
   saturation runs;
 * :mod:`cohort.errors`: the exceptions they raise.
@@ -34,6 +35,7 @@ from cohort.errors import (
 
 if TYPE_CHECKING:
     from cohort import medium, sim
+    from cohort.federated import PathStatsService
     from cohort.group import GroupSocket
     from cohort.lrt import LrtListener, LrtSocket, MpLrtSocket
 
@@ -49,6 +51,7 @@ __all__ = [
     "LrtSocket",
     "MessageSizeError",
     "MpLrtSocket",
+    "PathStatsService",
     "StateError",
     "TimeoutError",
     "medium",
@@ -61,8 +64,9 @@ _LAZY = {
     "LrtListener": ("cohort.lrt", "LrtListener"),
     "MpLrtSocket": ("cohort.lrt", "MpLrtSocket"),
     "GroupSocket": ("cohort.group", "GroupSocket"),
+    "PathStatsService": ("cohort.federated", "PathStatsService"),
 }
-_LAZY_MODULES = {"sim", "medium", "lrt", "group"}
+_LAZY_MODULES = {"sim", "medium", "lrt", "group", "federated"}
 
 
 def __getattr__(name: str) -> Any:

@@ -80,7 +80,12 @@ impl PathStatsService {
     /// Takes part in the sharing rounds on `group` (a member already, or joining later): as
     /// its coordinator it gathers, as a member it adopts views and reports.
     pub fn start(group: GroupSocket) -> Result<Self, FederatedError> {
-        let group = Arc::new(group);
+        Self::start_shared(Arc::new(group))
+    }
+
+    /// [`start`](Self::start) on a group socket held elsewhere too (the Python binding's). The
+    /// service answers the group's requests itself: nobody else may take them.
+    pub fn start_shared(group: Arc<GroupSocket>) -> Result<Self, FederatedError> {
         let store = Arc::new(Mutex::new(StatsStore::new()));
         let (clock, counters, stop) = (std::time::Instant::now(), Arc::new(Counters::default()), Arc::default());
         let thread = {

@@ -6,6 +6,7 @@
 //! variant name as `kind` and its message as `str(e)`; a closed connection also carries the
 //! close `reason`.
 
+use cohort_net::federated::FederatedError;
 use cohort_net::{GroupError, NetError};
 use cohort_proto::group::{JoinError, LeaveError, PollError, ReplyError, RequestError};
 use cohort_proto::lrt::CloseReason;
@@ -188,4 +189,14 @@ pub fn address(addr: &str) -> Result<std::net::SocketAddr, Error> {
     let bad = |why: String| Error::config("Address", format!("address {addr:?}: {why} (expected \"ip:port\")"));
     let mut found = addr.to_socket_addrs().map_err(|e| bad(e.to_string()))?;
     found.next().ok_or_else(|| bad("no address found".into()))
+}
+
+impl From<FederatedError> for Error {
+    fn from(e: FederatedError) -> Self {
+        match e {
+            FederatedError::Group(g) => g.into(),
+            e @ FederatedError::Message(_) => Error::config("Stats", e.to_string()),
+            e @ FederatedError::Paths { .. } => Error::config("Paths", e.to_string()),
+        }
+    }
 }

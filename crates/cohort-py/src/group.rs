@@ -215,6 +215,13 @@ fn pids_obj(py: Python<'_>, pids: Vec<u32>) -> PyResult<Py<PyAny>> {
 }
 
 impl PyGroupSocket {
+    /// Hands the socket over (to the path statistics service): this object reports closed.
+    pub(crate) fn take(&self) -> Result<Arc<GroupSocket>, Error> {
+        let got = self.get()?;
+        *self.sock.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(got)
+    }
+
     fn get(&self) -> Result<Arc<GroupSocket>, Error> {
         self.sock.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| Error {
             reason: Some("Local"),

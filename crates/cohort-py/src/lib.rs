@@ -1,6 +1,6 @@
 //! Cohort's Python bindings: the `cohort._native` module of the `cohort` package.
 //!
-//! * `LrtSocket`, `LrtListener`, `MpLrtSocket`, `GroupSocket`: the real sockets of `cohort-net` (their driver threads, real
+//! * `LrtSocket`, `LrtListener`, `MpLrtSocket`, `GroupSocket`, `PathStatsService`: the real sockets of `cohort-net` (their driver threads, real
 //!   UDP, the team key on every datagram); blocking calls release the GIL, and their async
 //!   twins are polled on the asyncio loop (see [`wait`]).
 //! * `sim_run`, `edca_sat`: the deterministic simulator and the 802.11 model's saturation runs.
@@ -11,6 +11,7 @@
 
 mod conn;
 mod errors;
+mod federated;
 mod group;
 mod lrt;
 mod mp;
@@ -25,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<lrt::PyLrtListener>()?;
     m.add_class::<mp::PyMpLrtSocket>()?;
     m.add_class::<group::PyGroupSocket>()?;
+    m.add_class::<federated::PyPathStatsService>()?;
     m.add_class::<group::PyGroupRequest>()?;
     m.add_class::<group::PyReplies>()?;
     m.add_class::<group::PyGroupEvent>()?;

@@ -136,6 +136,11 @@ coded_pymethods!(PyMpLrtSocket {
 });
 
 impl PyMpLrtSocket {
+    /// The Rust socket, while open.
+    pub(crate) fn socket(&self) -> Result<std::sync::Arc<MpLrtSocket>, Error> {
+        self.held.get()
+    }
+
     fn new(s: MpLrtSocket) -> Self {
         let locals = s.local_addrs().to_vec();
         PyMpLrtSocket { held: Held::new(s), locals }
