@@ -140,6 +140,11 @@ impl LossEstimator {
         self.sent.saturating_sub(self.received)
     }
 
+    /// Whether the estimate rests on evidence alone (the prior no longer weighs in).
+    pub fn measured(&self) -> bool {
+        self.sent >= Self::PRIOR_WEIGHT
+    }
+
     /// The current loss rate.
     pub fn loss(&self) -> f64 {
         let lost = self.lost() as f64;
