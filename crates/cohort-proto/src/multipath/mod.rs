@@ -13,22 +13,25 @@
 //!   8-9), and the loss rate.
 //! * **LD-MPSP windows** (Algorithm 3): per acknowledged packet `w_i ← w_i + ((τ − q_i)/τ)/w_i`;
 //!   a path whose queue exceeds the target `τ` shrinks. Halving on loss (once per round trip)
-//!   only for a loss that comes with a queue, slow start first, growth only while the window
+//!   only for a congestion loss (one that comes with a high queue while the loss rate at high
+//!   queues exceeds the channel's own), slow start first, growth only while the window
 //!   limits: Cohort's choices, see [`path::PathTx::on_report`].
 //! * **MS-UCB** ([`bandit`], Algorithm 2, Eqs. 13-16): each round chooses the super-arm `S` of
 //!   paths to use; at the round's end every arm of `S` is rewarded by its delivery time per
 //!   packet and loss. A federated start (Eqs. 17-18) seeds an arm from statistics other
 //!   robots shared.
 //! * **Delay balancing** ([`balance`], Eqs. 5-12): a round's window `W = Σ_{i∈S} w_i` is split
-//!   into per-path quotas that equalise `D_i + γ_i·w_i + z·u_i·√w_i` (Eq. 11 solved exactly);
+//!   into per-path quotas that equalise `D_i + γ_i·w_i + z·u_i·√w_i` (Eq. 11 solved exactly),
+//!   at least one packet for each path played (its measurements must not age);
 //!   each packet goes to the path of `S` with quota and window room whose next packet would
 //!   arrive first. Where the driver knows each path's allocated rate (seed 001 Fig. 4: the
 //!   access point's RF-chain and beam allocation, `cohort_medium::beams`), it passes it with
 //!   [`MpConnection::set_rate_hint`] and `γ_i = size/θ_i` replaces the measured service time.
 //! * **Cloning** (§4.2): a flow's first `short_flow_bytes` go on every path of `S` (full
 //!   cloning: a short flow finishes as fast as the best path); after that each packet is
-//!   duplicated on another path with probability `c_p = min{k, p_e/(1 − p_e)}` less LRT's own
-//!   repair rate `r`: LRT's repairs, which any path may carry, already are coded clones.
+//!   duplicated on another path with probability `c_p = min{k, p_e/(1 − p_e)}` (`p_e` the
+//!   loss rate of the packet's own path) less LRT's own repair rate `r`: LRT's repairs, which
+//!   any path may carry, already are coded clones.
 //! * **Failure and return**: a path whose oldest packet in flight is overdue (an RFC 6298
 //!   timeout of the path) is suspect: the scheduler stops waiting for it and LRT repairs its
 //!   packets in flight at once on the others ([`Connection::repair_soon`]). A path with

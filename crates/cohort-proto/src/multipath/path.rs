@@ -255,9 +255,7 @@ impl PathTx {
         let newly_lost = out.saturating_sub(newly) + out_by_mark;
         self.delivered += newly;
         self.lost += newly_lost;
-        let mut all = LossAverage { rate: self.loss, packets: 0 };
-        all.add(newly, newly_lost);
-        self.loss = all.rate;
+        self.loss = blend(self.loss, newly, newly_lost);
         let high = self.queue_high(growth);
         if high { &mut self.loss_high } else { &mut self.loss_low }.add(newly, newly_lost);
         // Algorithm 3: grow per acknowledged packet, halve on loss (once per round trip).
@@ -346,8 +344,18 @@ impl PathTx {
     }
 }
 
-/// A loss rate averaged over reports, each weighing its packets (a report of 64 or more
-/// replaces the average), and the packets it has seen.
+/// A loss `rate` averaged over reports with one more report's counts, each report weighing
+/// its packets (a report of 64 or more replaces the average).
+fn blend(rate: f64, delivered: u64, lost: u64) -> f64 {
+    let total = delivered + lost;
+    if total == 0 {
+        return rate;
+    }
+    let weight = (total as f64 / 64.0).min(1.0);
+    rate + weight * (lost as f64 / total as f64 - rate)
+}
+
+/// A loss rate averaged over reports ([`blend`]) and the packets it has seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct LossAverage {
     rate: f64,
@@ -356,12 +364,8 @@ struct LossAverage {
 
 impl LossAverage {
     fn add(&mut self, delivered: u64, lost: u64) {
-        let total = delivered + lost;
-        if total > 0 {
-            let weight = (total as f64 / 64.0).min(1.0);
-            self.rate += weight * (lost as f64 / total as f64 - self.rate);
-            self.packets += total;
-        }
+        self.rate = blend(self.rate, delivered, lost);
+        self.packets += delivered + lost;
     }
 }
 
