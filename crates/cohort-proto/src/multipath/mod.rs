@@ -588,10 +588,13 @@ impl MpConnection {
         // empty would be rewarded on measurements that age while it idles. Without this a
         // path that was slow once kept its old queueing delay and service time, got no share
         // round after round and never showed that it had recovered (seen under mobility: a
-        // radio unused for 2.3 s while its rate rose from 7.7 to 23.6 Mbit/s).
+        // radio unused for 2.3 s while its rate rose from 7.7 to 23.6 Mbit/s). A path with a
+        // rate hint is exempt: its service time is the hint's, current every round, and a
+        // packet forced onto a path the access point gave almost nothing waits there (the
+        // beams bench's p99 rose from 213 to 270 ms when those paths got the floor too).
         let mut quota = vec![0; self.tx.len()];
         for (&i, &s) in arms.iter().zip(&shares) {
-            quota[i] = s.max(1);
+            quota[i] = if self.tx[i].rate_hint_bps.is_some() { s } else { s.max(1) };
         }
         self.round = Some(Round { arms, quota, started: now });
     }
