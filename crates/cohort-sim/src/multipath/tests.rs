@@ -17,6 +17,15 @@ fn with(s: Scheduler) -> MpConfig {
     MpConfig { scheduler: s, ..MpConfig::default() }
 }
 
+/// A bulk transfer of `messages` of 1200 B with the default scheduler (the application keeps
+/// four unsent, as the bench does); every message must arrive.
+fn bulk(paths: Vec<MpPath>, messages: u32, seed: u64) -> MpOutcome {
+    let r = MpRun { app_buffer_bytes: 4 * 1200, ..MpRun::new(MpConfig::default(), paths, messages, 1200, seed) };
+    let o = run(&r).unwrap();
+    assert_eq!(o.delivered, messages);
+    o
+}
+
 #[test]
 fn two_paths_carry_a_bulk_transfer_exactly_once_in_order() {
     let o =
@@ -127,12 +136,7 @@ fn a_single_path_recovers_from_an_early_outage() {
 /// queue past half the target and left the path idle much of the time).
 #[test]
 fn random_loss_does_not_halve_a_paths_window() {
-    let r = MpRun {
-        app_buffer_bytes: 4 * 1200,
-        ..MpRun::new(MpConfig::default(), vec![link(10.0, 10, 0.1)], 6000, 1200, 3)
-    };
-    let o = run(&r).unwrap();
-    assert_eq!(o.delivered, 6000);
+    let o = bulk(vec![link(10.0, 10, 0.1)], 6000, 3);
     let p = o.sender.paths[0];
     let busy = (p.bytes_sent + UNDER_MP as u64 * p.sent) as f64 * 8.0 / o.completed.unwrap().as_secs_f64() / 10e6;
     assert!(busy > 0.93, "the path carried datagrams {:.1}% of the time", busy * 100.0);
@@ -145,11 +149,7 @@ fn random_loss_does_not_halve_a_paths_window() {
 fn overflow_of_a_shallow_buffer_still_halves_the_window() {
     let shallow = |loss: f64| MpPath::new(LinkParams { queue_bytes: 12_500, ..link(10.0, 10, loss).link });
     for loss in [0.0, 0.05] {
-        let r =
-            MpRun { app_buffer_bytes: 4 * 1200, ..MpRun::new(MpConfig::default(), vec![shallow(loss)], 6000, 1200, 4) };
-        let o = run(&r).unwrap();
-        assert_eq!(o.delivered, 6000);
-        let p = o.sender.paths[0];
+        let p = bulk(vec![shallow(loss)], 6000, 4).sender.paths[0];
         let lost = p.lost as f64 / p.sent as f64;
         assert!(lost < loss + 0.05, "loss {loss}: {:.3} of the datagrams lost, window {:.1}", lost, p.cwnd);
     }
@@ -176,12 +176,7 @@ fn a_path_that_recovers_is_measured_again() {
 /// for a lost symbol's repair for long.
 #[test]
 fn a_saturated_sender_keeps_its_redundancy() {
-    let r = MpRun {
-        app_buffer_bytes: 4 * 1200,
-        ..MpRun::new(MpConfig::default(), vec![link(10.0, 10, 0.1)], 8000, 1200, 1)
-    };
-    let o = run(&r).unwrap();
-    assert_eq!(o.delivered, 8000);
+    let o = bulk(vec![link(10.0, 10, 0.1)], 8000, 1);
     let l = &o.sender_lrt;
     assert!(
         l.repair_sent as f64 > 0.15 * l.source_sent as f64,
