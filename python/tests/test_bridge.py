@@ -45,9 +45,12 @@ def free_udp_port() -> int:
 
 
 def lrt_base(pids: list[int]) -> int:
-    """A base port whose LRT ports (base + 4*pid + class) are free on every robot's address."""
+    """A base port whose LRT ports (base + 4*pid + class) are free on every robot's address,
+    below the kernel's ephemeral range (32768 and up): a port picked there can be taken by an
+    outgoing socket's ephemeral port between this check and the bridge's bind (seen once in
+    CI: `Address already in use` for a listener)."""
     for _ in range(50):
-        base = random.randrange(20000, 60000, 16)
+        base = random.randrange(20000, 32000, 16)
         socks = []
         try:
             for p in pids:

@@ -118,7 +118,7 @@ def run(n: int, warmup: int, size: int) -> dict[str, Any]:
         tmp = Path(d)
         zports = {1: _free_port(socket.SOCK_STREAM), 2: _free_port(socket.SOCK_STREAM)}
         group_port = _free_port(socket.SOCK_DGRAM)
-        lrt_port = 20000 + (os.getpid() % 2000) * 16
+        lrt_port = 20000 + (os.getpid() % 750) * 16  # below the ephemeral ports (32768 and up)
         bridges = [Bridge(load_config(_config(tmp, p, zports[p], group_port, lrt_port))).start() for p in (1, 2)]
         try:
             for br in bridges:
