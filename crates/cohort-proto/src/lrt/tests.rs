@@ -589,3 +589,46 @@ fn coders_rolling_over_reuse_their_buffers() {
     );
     assert!(p.b.symbol_buffers() as u64 <= end.1, "held buffers were allocated");
 }
+
+/// A source lost while later sources keep arriving (a bulk stream, or a multipath connection
+/// whose faster path carries the sources after it). Every acknowledgement then shows a rank at
+/// or above what the decoder should have held when the echoed packet left, yet the lost column
+/// still blocks every message behind it. The acknowledgement's first unseen column tells the
+/// sender which column lacks an equation; the loss is answered within a round trip and a
+/// reorder window, not when the stream pauses. Proactive and timer repair are off, so only
+/// feedback can answer.
+#[test]
+fn a_loss_behind_sources_that_keep_arriving_is_answered_by_feedback() {
+    let cfg = Config {
+        redundancy_min: 0.0,
+        redundancy_max: 0.0,
+        initial_loss: 0.0,
+        repair_delay: Duration::from_secs(5),
+        repair_period: Duration::from_secs(5),
+        ..Config::default()
+    };
+    for window_ms in [0u64, 20] {
+        let mut p = Pair::new(cfg.clone(), clean(10), clean(10), 1);
+        p.a.set_reorder_window(Duration::from_millis(window_ms));
+        p.drive_for(Duration::from_millis(200));
+        assert_eq!(p.a.state(), &State::Established);
+        let mut buf = vec![0u8; 2000];
+        p.a.send(&message(0, 500)).unwrap();
+        let lost_at = p.now;
+        assert!(p.a.poll_transmit(lost_at, p.pn_a, &mut buf).is_some());
+        assert_eq!(buf[0], 0, "message 0's source symbol, dropped");
+        p.pn_a += 1;
+        for i in 1..400 {
+            p.a.send(&message(i, 500)).unwrap();
+            p.drive_for(Duration::from_millis(1));
+        }
+        p.drive_for(Duration::from_millis(500));
+        assert_exactly_once_in_order(&p, 400, 500, window_ms);
+        let waited = p.got[0].0 - lost_at;
+        assert!(
+            waited < Duration::from_millis(20 + window_ms + 30),
+            "window {window_ms} ms: message 0 waited {waited:?} (the stream ran 400 ms)"
+        );
+        assert!(p.a.stats().repair_feedback_sent >= 1, "{:?}", p.a.stats());
+    }
+}

@@ -44,6 +44,9 @@ pub struct PathTx {
     owd_first: Option<u32>,
     owd_base_rel: i64,
     pub queueing: Duration,
+    /// The queueing delay of the report before: the packets a report counts left between
+    /// the two, and met a queue between them.
+    queueing_before: Duration,
     /// The largest queueing delay seen lately (decays by 1% a report): how deep the path's
     /// buffer is, as far as the sender can tell.
     queueing_peak: Duration,
@@ -92,6 +95,7 @@ impl PathTx {
             gamma: VecDeque::new(),
             last_arrival: None,
             loss: 0.0,
+            queueing_before: Duration::ZERO,
             loss_high: LossAverage::default(),
             loss_low: LossAverage::default(),
             last_report: None,
@@ -220,6 +224,7 @@ impl PathTx {
             let first = *self.owd_first.get_or_insert(r.owd_raw_us);
             let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
             self.owd_base_rel = self.owd_base_rel.min(rel);
+            self.queueing_before = self.queueing;
             self.queueing = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
             self.queueing_peak = self.queueing.max(self.queueing_peak.mul_f64(0.99));
             // Service time: arrivals between reports per packet delivered.
@@ -255,9 +260,14 @@ impl PathTx {
         let newly_lost = out.saturating_sub(newly) + out_by_mark;
         self.delivered += newly;
         self.lost += newly_lost;
-        self.loss = blend(self.loss, newly, newly_lost);
-        let high = self.queue_high(growth);
-        if high { &mut self.loss_high } else { &mut self.loss_low }.add(newly, newly_lost);
+        self.loss = blend(self.loss, newly, newly_lost, LOSS_HORIZON);
+        let level = self.queue_level(growth);
+        let high = level == Some(true);
+        match level {
+            Some(true) => self.loss_high.add(newly, newly_lost, LOSS_HORIZON),
+            Some(false) => self.loss_low.add(newly, newly_lost, CHANNEL_HORIZON),
+            None => {}
+        }
         // Algorithm 3: grow per acknowledged packet, halve on loss (once per round trip).
         // Seed 001 gives no start-up; Cohort starts in slow start (+1 per acknowledged packet,
         // as TCP and LEDBAT do) until the first loss or until the queue passes half of `τ`.
@@ -291,17 +301,29 @@ impl PathTx {
         (newly, newly_lost)
     }
 
-    /// Whether the queue is where a buffer could overflow: at the target τ, or past ¾ of the
-    /// deepest queue seen lately (a buffer shallower than τ), and at least 1 ms. (A first
-    /// version also asked for τ/2: a buffer shallower than that never counted as high, and
-    /// the window grew without bound while the buffer dropped most of it.) Reno windows have
-    /// no target: always.
-    fn queue_high(&self, growth: Growth) -> bool {
+    /// Where the queue stands for the loss discriminator: `Some(true)` where a buffer could
+    /// overflow (at the target τ, or past ¾ of the deepest queue seen lately, for a buffer
+    /// shallower than τ; at least 1 ms), `Some(false)` where none could (below half that
+    /// at this report and the one before, between which the packets it counts were queued),
+    /// `None` between. (A first version asked for τ/2 to be high: a buffer shallower than
+    /// that never counted as high, and the window grew without bound while the buffer dropped
+    /// most of it. A second had no band between the two: a full buffer's queue swings by a
+    /// few milliseconds, its dips counted as low, the overflow losses they reported raised the
+    /// "channel" rate with the high-queue rate, and at 5-10% channel loss the window again
+    /// grew until half the datagrams were dropped.) Reno windows have no target: always high.
+    fn queue_level(&self, growth: Growth) -> Option<bool> {
         match growth {
             Growth::DelayTarget { tau } => {
-                self.queueing >= tau.min(self.queueing_peak.mul_f64(0.75)).max(Duration::from_millis(1))
+                let high = tau.min(self.queueing_peak.mul_f64(0.75)).max(Duration::from_millis(1));
+                if self.queueing >= high {
+                    Some(true)
+                } else if self.queueing.max(self.queueing_before) < high / 2 {
+                    Some(false)
+                } else {
+                    None
+                }
             }
-            Growth::Reno => true,
+            Growth::Reno => Some(true),
         }
     }
 
@@ -311,11 +333,14 @@ impl PathTx {
     /// the window of a 10 Mbit/s path swung between 15 and 30 packets about a 20-packet
     /// round trip, the path idle half the time. A buffer that overflows loses packets only
     /// while the queue is high, while channel errors strike at any queue; so a loss is
-    /// congestion when the loss rate at high queues exceeds the rate at low queues
-    /// (`p_high > 2·p_low + 0.02`), as loss discriminators that condition on the one-way delay
-    /// do (Biaz and Vaidya, "Discriminating congestion losses from wireless losses using
-    /// inter-arrival times at the receiver", ASSET 1999; the Spike scheme of Tobe et al.),
-    /// with the low-queue rate as the channel's own (0 until measured). For a path's first 64
+    /// congestion when the loss rate at high queues exceeds the rate at low queues, as loss
+    /// discriminators that condition on the one-way delay do (Biaz and Vaidya,
+    /// "Discriminating congestion losses from wireless losses using inter-arrival times at
+    /// the receiver", ASSET 1999; the Spike scheme of Tobe et al.), with the low-queue rate
+    /// as the channel's own (0 until 64 packets measured it). "Exceeds" is
+    /// `p_high > min(2·p_low, p_low + 2σ) + 0.02`, σ the standard error of the difference of
+    /// the two binomial rates: twice the channel's rate alone let a buffer drop as much again
+    /// unseen (22% at 20% channel loss). For a path's first 64
     /// packets a loss is congestion only with the queue at half the target or more: a short
     /// flow on a lossy radio must not leave slow start at its first channel error (a first
     /// version that counted every loss then tripled the completion of 64 KiB flows over a
@@ -326,7 +351,15 @@ impl PathTx {
             Growth::DelayTarget { tau } if self.loss_low.packets + self.loss_high.packets < 64 => {
                 self.queueing >= tau / 2
             }
-            _ => self.loss_high.rate > 2.0 * self.loss_low.rate + 0.02,
+            _ => {
+                let (h, l) = (&self.loss_high, &self.loss_low);
+                if l.packets < 64 {
+                    return h.rate > 0.02;
+                }
+                let p = l.rate.clamp(0.01, 0.99);
+                let error = (p * (1.0 - p) * (1.0 / h.samples(LOSS_HORIZON) + 1.0 / l.samples(CHANNEL_HORIZON))).sqrt();
+                h.rate > (2.0 * l.rate).min(l.rate + 2.0 * error) + 0.02
+            }
         }
     }
 
@@ -345,15 +378,25 @@ impl PathTx {
 }
 
 /// A loss `rate` averaged over reports with one more report's counts, each report weighing
-/// its packets (a report of 64 or more replaces the average).
-fn blend(rate: f64, delivered: u64, lost: u64) -> f64 {
+/// its packets: the average spans about `horizon` packets (a report of that many or more
+/// replaces it).
+fn blend(rate: f64, delivered: u64, lost: u64, horizon: f64) -> f64 {
     let total = delivered + lost;
     if total == 0 {
         return rate;
     }
-    let weight = (total as f64 / 64.0).min(1.0);
+    let weight = (total as f64 / horizon).min(1.0);
     rate + weight * (lost as f64 / total as f64 - rate)
 }
+
+/// The path's loss rate as the scheduler and the clones use it, and the discriminator's
+/// high-queue rate, span this many packets.
+const LOSS_HORIZON: f64 = 64.0;
+
+/// The discriminator's low-queue rate (the channel's own loss) spans this many: it is the
+/// reference the high-queue rate is tested against, and over 64 packets its sampling error
+/// alone (±0.05 at 20% loss) would let a buffer drop a tenth of a path's datagrams unseen.
+const CHANNEL_HORIZON: f64 = 256.0;
 
 /// A loss rate averaged over reports ([`blend`]) and the packets it has seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -363,9 +406,17 @@ struct LossAverage {
 }
 
 impl LossAverage {
-    fn add(&mut self, delivered: u64, lost: u64) {
-        self.rate = blend(self.rate, delivered, lost);
+    /// Until it has seen `horizon` packets the average is the plain mean of all it has seen
+    /// (a rate that starts at 0 and converges over 256 packets read the channel as cleaner
+    /// than it was and took its first losses as congestion).
+    fn add(&mut self, delivered: u64, lost: u64, horizon: f64) {
         self.packets += delivered + lost;
+        self.rate = blend(self.rate, delivered, lost, horizon.min(self.packets as f64));
+    }
+
+    /// Packets the average stands for, as a sample size.
+    fn samples(&self, horizon: f64) -> f64 {
+        (self.packets as f64).clamp(1.0, horizon)
     }
 }
 

@@ -133,25 +133,41 @@ fn a_single_path_recovers_from_an_early_outage() {
 
 /// Channel errors on one path are not congestion: its LD-MPSP window does not halve whenever
 /// a loss comes with a queue, so the lossy path stays busy (the first version halved at every
-/// queue past half the target and left the path idle much of the time).
+/// queue past half the target and left the path idle much of the time: 0.88 at 10% loss).
 #[test]
 fn random_loss_does_not_halve_a_paths_window() {
-    let o = bulk(vec![link(10.0, 10, 0.1)], 6000, 3);
-    let p = o.sender.paths[0];
-    let busy = (p.bytes_sent + UNDER_MP as u64 * p.sent) as f64 * 8.0 / o.completed.unwrap().as_secs_f64() / 10e6;
-    assert!(busy > 0.93, "the path carried datagrams {:.1}% of the time", busy * 100.0);
+    for loss in [0.05, 0.1, 0.2] {
+        let busy: Vec<f64> = (1..7)
+            .map(|seed| {
+                let o = bulk(vec![link(10.0, 10, loss)], 6000, seed);
+                let p = o.sender.paths[0];
+                (p.bytes_sent + UNDER_MP as u64 * p.sent) as f64 * 8.0 / o.completed.unwrap().as_secs_f64() / 10e6
+            })
+            .collect();
+        let mean = busy.iter().sum::<f64>() / busy.len() as f64;
+        assert!(mean > 0.92, "loss {loss}: the path carried datagrams {:.1}% of the time ({busy:.3?})", mean * 100.0);
+    }
 }
 
 /// A buffer that overflows is congestion, loss or not: a shallow buffer (10 ms at the rate)
-/// below the 20 ms target on a path that also drops 5% keeps the window near what the
-/// buffer holds instead of growing until the overflow dominates.
+/// below the 20 ms target on a path that also drops 5-20% keeps the window near what the
+/// buffer holds instead of growing until the overflow dominates. (Twice the discriminator let
+/// it grow: first a buffer shallower than τ/2 never counted as a high queue; then the dips of
+/// a full buffer's queue counted as low and its overflow raised the channel's rate with the
+/// high-queue one: at 10% channel loss 40-60% of the datagrams were lost.)
 #[test]
 fn overflow_of_a_shallow_buffer_still_halves_the_window() {
     let shallow = |loss: f64| MpPath::new(LinkParams { queue_bytes: 12_500, ..link(10.0, 10, loss).link });
-    for loss in [0.0, 0.05] {
-        let p = bulk(vec![shallow(loss)], 6000, 4).sender.paths[0];
-        let lost = p.lost as f64 / p.sent as f64;
-        assert!(lost < loss + 0.05, "loss {loss}: {:.3} of the datagrams lost, window {:.1}", lost, p.cwnd);
+    for loss in [0.0, 0.05, 0.1, 0.2] {
+        for seed in 1..7 {
+            let p = bulk(vec![shallow(loss)], 6000, seed).sender.paths[0];
+            let lost = p.lost as f64 / p.sent as f64;
+            assert!(
+                lost < loss + 0.05,
+                "loss {loss}, seed {seed}: {lost:.3} of the datagrams lost, window {:.1}",
+                p.cwnd
+            );
+        }
     }
 }
 
@@ -176,15 +192,19 @@ fn a_path_that_recovers_is_measured_again() {
 /// for a lost symbol's repair for long.
 #[test]
 fn a_saturated_sender_keeps_its_redundancy() {
-    let o = bulk(vec![link(10.0, 10, 0.1)], 8000, 1);
-    let l = &o.sender_lrt;
-    assert!(
-        l.repair_sent as f64 > 0.15 * l.source_sent as f64,
-        "repairs {} for {} sources (feedback {}, signal {})",
-        l.repair_sent,
-        l.source_sent,
-        l.repair_feedback_sent,
-        l.repair_signal_sent
-    );
-    assert!(o.max_stall_ms < 200.0, "longest stall {:.1} ms (600 ms before)", o.max_stall_ms);
+    for seed in 1..5 {
+        let o = bulk(vec![link(10.0, 10, 0.1)], 8000, seed);
+        let l = &o.sender_lrt;
+        assert!(
+            l.repair_sent as f64 > 0.15 * l.source_sent as f64,
+            "seed {seed}: repairs {} for {} sources (feedback {}, signal {})",
+            l.repair_sent,
+            l.source_sent,
+            l.repair_feedback_sent,
+            l.repair_signal_sent
+        );
+        // Without the earned repairs the longest stall was above 600 ms; with them it is a few
+        // round trips (100-290 ms over 40 seeds).
+        assert!(o.max_stall_ms < 400.0, "seed {seed}: longest stall {:.1} ms", o.max_stall_ms);
+    }
 }

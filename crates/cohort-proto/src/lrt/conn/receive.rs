@@ -156,7 +156,11 @@ impl Connection {
             coder.missing = missing;
         }
         match res {
-            Ok(Outcome::Innovative) => coder.ack_pending |= coder.dec.seen() != seen_before,
+            // While a column is missing the sender hears of every new equation too (within
+            // `ack_every`/`ack_delay`), not only of seen-prefix changes: with a reorder window
+            // it cannot judge the acknowledgement that first reveals a gap, and only later ones
+            // show the gap outlasting the window.
+            Ok(Outcome::Innovative) => coder.ack_pending |= coder.dec.seen() != seen_before || coder.missing > 0,
             // Redundant or stale: the sender is ahead of what it knows of us; tell it now.
             Ok(_) => {
                 coder.ack_pending = true;
@@ -250,7 +254,10 @@ impl Connection {
                     .find(|&k| self.sent[k].at <= cutoff && self.sent[k].coder.is_some());
                 then = j.and_then(|k| self.sent[k].coder);
                 self.echo_then = then;
-                self.sent.drain(..j.unwrap_or(i));
+                // Later acknowledgements look no further back than this one's pick. With none
+                // old enough yet (the first reorder window after a pause), nothing goes: the
+                // packets of that window are what the next ones will pick.
+                self.sent.drain(..j.unwrap_or(0));
             }
             self.last_echo = Some(a.echo_pn);
             self.last_rx_data = a.rx_data;
@@ -289,10 +296,18 @@ impl Connection {
         {
             // At most the columns the window still holds: a peer's rank far behind (or a
             // wrapped one) never asks for more repairs than could help.
+            // The rank alone misses a loss behind sources that kept arriving (a bulk stream,
+            // or sources on a faster path): they lift the rank to `rank_then` and beyond while
+            // the lost column still blocks delivery. The first unseen column says so: if it
+            // lies below `rank_then`, at least one column the peer must have had lacks an
+            // equation.
             let window = c.enc.window();
-            let missing = rank_then.saturating_sub(u64::from(a.rank)).min(window.end - window.start) as f64;
+            let behind = rank_then.saturating_sub(u64::from(a.rank));
+            let blocked = u64::from(u64::from(a.seen) < rank_then);
+            let held = (window.end - window.start) as f64;
+            let ask = ((behind as f64).min(held) * (1.0 + r)).ceil().max(blocked as f64);
             let answering = (c.answers_sent - answers_then) as f64;
-            c.owed = c.owed.max(((missing * (1.0 + r)).ceil() - answering).max(0.0) as u32);
+            c.owed = c.owed.max((ask - answering).max(0.0) as u32);
         }
         let rank = c.enc.rank();
         let seen = u64::from(a.seen).min(rank);
