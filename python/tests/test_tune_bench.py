@@ -114,3 +114,32 @@ def test_replay_charges_repeated_proposals_as_the_live_tool_does() -> None:
     r = bench.replay(table, seeds=3, budget=10)
     assert set(r["paired"]["optuna_vs_random"]) == {"wins", "losses", "ties", "p_value"}
     assert "free_repeats" in r and r["free_repeats"]["paired"]["optuna_vs_random"]["ties"] >= 0
+
+
+def test_the_start_up_is_chosen_on_the_selection_table_among_the_candidates() -> None:
+    table = json.loads((bench.DATA / "grid_dense_selection.json").read_text())
+    c = bench.choose_startup(table, candidates=(1, 3), seeds=range(100, 103), budget=6)
+    assert c["chosen"] in (1, 3)
+    assert set(c["candidates"]) == {"1", "3"}
+    best = min(r["trials_to_within_5pct_median"] for r in c["candidates"].values())
+    assert c["candidates"][str(c["chosen"])]["trials_to_within_5pct_median"] == best
+    # the same start-up reaches the replay's sampler: one start-up trial is the default alone,
+    # so TPE models from the second trial on and differs from plain random search
+    r = bench.replay(table, seeds=1, budget=4, n_startup=c["chosen"])
+    assert r["tpe_n_startup"] == c["chosen"]
+
+
+def test_every_app_is_reported_with_the_recorders_throughput() -> None:
+    stats = {
+        "nav.loop_ms": {"n": 200.0, "mean": 50.0, "p99": 80.0},
+        "detect.frame_ms": {"n": 100.0, "mean": 100.0, "p99": 130.0},
+        "recorder.chunk_ms": {"n": 240.0, "mean": 20.0, "p99": 30.0},
+        "uploader.chunk_ms": {"n": 0.0},
+    }
+    f = bench.app_figures(stats, window_s=12.0)
+    assert f["recorder_mbps"] == 240 * bench.CHUNK / 1e6 / 12.0
+    assert f["uploader_mbps"] == 0.0
+    assert f["nav_loop_ms_p99"] == 80.0 and f["detect_frame_ms_mean"] == 100.0
+    rows = {"default": [{"x": 2.0}, {"x": 4.0}], "tuned": [{"x": 1.0}, {"x": 4.0}]}
+    pr = bench.paired_ratio(rows, "x")
+    assert pr["pairs"] == 2 and abs(pr["mean"] - 0.75) < 1e-12 and pr["ci95"] > 0

@@ -5,7 +5,7 @@
 
 use crate::arq::{ArqConfig, ArqReceiver, ArqSender};
 use crate::block::{BlockConfig, BlockReceiver, BlockSender};
-use crate::stats::DelayFigures;
+use crate::stats::{DelayFigures, mean, mean_ci95, round};
 use cohort_medium::link::{Duplex, LinkParams, LossModel};
 use cohort_proto::lrt::{Config, Connection, State};
 use cohort_time::Instant;
@@ -30,6 +30,8 @@ pub struct LrtParams {
     pub seed: u64,
     /// Messages sent during the first `warmup_ms` are carried but not measured.
     pub warmup_ms: f64,
+    /// Runs (`cohort bench lrt`): run `k` uses seed `seed + k`; every scheme runs on each.
+    pub reps: u64,
 }
 
 impl Default for LrtParams {
@@ -43,6 +45,7 @@ impl Default for LrtParams {
             count: 20_000,
             seed: 1,
             warmup_ms: 1000.0,
+            reps: 3,
         }
     }
 }
@@ -67,6 +70,55 @@ pub struct SchemeFigures {
     pub delays_ms: Vec<f64>,
 }
 
+impl SchemeFigures {
+    /// Several runs of one scheme as one: their measured delays pooled, counts summed, the
+    /// mean overhead, in order only if every run was.
+    pub fn pooled(runs: &[&SchemeFigures], owd_ms: f64) -> SchemeFigures {
+        let mut delays_ms: Vec<f64> = runs.iter().flat_map(|r| r.delays_ms.iter().copied()).collect();
+        delays_ms.sort_by(f64::total_cmp);
+        let sum = |f: fn(&SchemeFigures) -> u64| runs.iter().map(|r| f(r)).sum();
+        SchemeFigures {
+            delay: DelayFigures::of(&delays_ms, owd_ms),
+            overhead: mean(&runs.iter().map(|r| r.overhead).collect::<Vec<_>>()),
+            sent: sum(|r| r.sent),
+            delivered: sum(|r| r.delivered),
+            measured: delays_ms.len() as u64,
+            in_order: runs.iter().all(|r| r.in_order),
+            duplicates: sum(|r| r.duplicates),
+            packets_forward: sum(|r| r.packets_forward),
+            packets_backward: sum(|r| r.packets_backward),
+            lost_by_link: sum(|r| r.lost_by_link),
+            delays_ms,
+        }
+    }
+}
+
+/// Mean of per-run values and the half-width of its 95% interval.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct MeanCi {
+    pub mean: f64,
+    pub ci95: f64,
+    pub runs: usize,
+}
+
+impl MeanCi {
+    pub fn of(v: &[f64]) -> Self {
+        let (m, h) = mean_ci95(v);
+        MeanCi { mean: round(m, 4), ci95: round(h, 4), runs: v.len() }
+    }
+}
+
+/// Each run's p99 (ms) per scheme, and the ratios paired by run (same seed, same link).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunFigures {
+    pub lrt_p99_ms: Vec<f64>,
+    pub block_p99_ms: Vec<f64>,
+    pub arq_p99_ms: Vec<f64>,
+    pub lrt_p99: MeanCi,
+    pub p99_ratio_block_over_lrt: MeanCi,
+    pub p99_ratio_arq_over_lrt: MeanCi,
+}
+
 /// The report `cohort bench lrt --json` prints.
 #[derive(Debug, Serialize)]
 pub struct LrtReport {
@@ -83,6 +135,8 @@ pub struct LrtReport {
     pub p99_ratio_block_over_lrt: f64,
     pub arq_p99_ms: f64,
     pub p99_ratio_arq_over_lrt: f64,
+    /// The top-level figures pool every run's delays; these are the runs one by one.
+    pub runs: RunFigures,
     pub lrt: SchemeFigures,
     pub block: SchemeFigures,
     /// Selective-repeat ARQ ([`crate::arq`]) on the same link.
@@ -347,7 +401,25 @@ pub fn run_point(p: &LrtParams, cfg: &Config) -> Result<PointFigures, String> {
 /// an error.
 pub fn run(p: &LrtParams) -> Result<LrtReport, String> {
     let cfg = Config { rate_bps: (p.rate_mbps * 1e6) as u64, ..Config::default() };
-    let PointFigures { lrt, block, arq } = run_point(p, &cfg)?;
+    let points = (0..p.reps.max(1))
+        .map(|k| run_point(&LrtParams { seed: p.seed + k, ..p.clone() }, &cfg))
+        .collect::<Result<Vec<_>, _>>()?;
+    let pool = |f: fn(&PointFigures) -> &SchemeFigures| {
+        SchemeFigures::pooled(&points.iter().map(f).collect::<Vec<_>>(), p.owd_ms)
+    };
+    let (lrt, block, arq) = (pool(|x| &x.lrt), pool(|x| &x.block), pool(|x| &x.arq));
+    let p99s = |f: fn(&PointFigures) -> &SchemeFigures| points.iter().map(|x| round(f(x).delay.p99_ms, 2)).collect();
+    let ratio = |f: fn(&PointFigures) -> &SchemeFigures| {
+        MeanCi::of(&points.iter().map(|x| f(x).delay.p99_ms / x.lrt.delay.p99_ms).collect::<Vec<_>>())
+    };
+    let runs = RunFigures {
+        lrt_p99_ms: p99s(|x| &x.lrt),
+        block_p99_ms: p99s(|x| &x.block),
+        arq_p99_ms: p99s(|x| &x.arq),
+        lrt_p99: MeanCi::of(&points.iter().map(|x| x.lrt.delay.p99_ms).collect::<Vec<_>>()),
+        p99_ratio_block_over_lrt: ratio(|x| &x.block),
+        p99_ratio_arq_over_lrt: ratio(|x| &x.arq),
+    };
     let per_msg =
         (p.size + 4).div_ceil(cfg.symbol_size) as f64 * (p.size.min(cfg.symbol_size) + 12 + OVERHEAD + UDP_IP) as f64;
     let load = per_msg * 8.0 / (p.interval_ms / 1000.0)
@@ -382,6 +454,7 @@ pub fn run(p: &LrtParams) -> Result<LrtReport, String> {
         p99_ratio_block_over_lrt: block.delay.p99_ms / lrt.delay.p99_ms,
         arq_p99_ms: arq.delay.p99_ms,
         p99_ratio_arq_over_lrt: arq.delay.p99_ms / lrt.delay.p99_ms,
+        runs,
         offered_load_share: share,
         capacity_note,
         duration_s: (p.count as f64 * p.interval_ms + p.warmup_ms) / 1000.0,
@@ -401,8 +474,8 @@ fn command(p: &LrtParams) -> String {
         }
     };
     format!(
-        "cohort bench lrt --json --owd-ms {} {loss} --rate-mbps {} --size {} --interval-ms {} --count {} --seed {}",
-        p.owd_ms, p.rate_mbps, p.size, p.interval_ms, p.count, p.seed
+        "cohort bench lrt --json --owd-ms {} {loss} --rate-mbps {} --size {} --interval-ms {} --count {} --seed {} --reps {}",
+        p.owd_ms, p.rate_mbps, p.size, p.interval_ms, p.count, p.seed, p.reps
     )
 }
 
@@ -412,10 +485,12 @@ mod tests {
 
     #[test]
     fn short_lossy_run_delivers_everything_in_order_for_both_schemes() {
-        let p = LrtParams { count: 400, warmup_ms: 50.0, ..LrtParams::default() };
+        let p = LrtParams { count: 400, warmup_ms: 50.0, reps: 2, ..LrtParams::default() };
         let r = run(&p).unwrap();
+        assert_eq!(r.runs.lrt_p99_ms.len(), 2);
+        assert_eq!(r.runs.p99_ratio_block_over_lrt.runs, 2);
         for f in [&r.lrt, &r.block, &r.arq] {
-            assert_eq!(f.delivered, 400);
+            assert_eq!(f.delivered, 800, "two runs of 400, pooled");
             assert!(f.in_order);
             assert_eq!(f.duplicates, 0);
             assert!(f.lost_by_link > 0);

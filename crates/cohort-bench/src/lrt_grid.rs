@@ -9,7 +9,7 @@
 //! much more LRT puts on the wire than ARQ.
 
 use crate::lrt::{LrtParams, PointFigures, SchemeFigures, run_point};
-use crate::stats::{DelayFigures, mean, mean_ci95, round};
+use crate::stats::{DelayFigures, mean_ci95, round};
 use cohort_medium::link::LossModel;
 use cohort_proto::lrt::Config;
 use serde::Serialize;
@@ -112,11 +112,10 @@ pub struct SchemeSummary {
 
 impl SchemeSummary {
     fn of(runs: &[&SchemeFigures], owd_ms: f64) -> Self {
-        let mut pooled: Vec<f64> = runs.iter().flat_map(|r| r.delays_ms.iter().copied()).collect();
-        pooled.sort_by(f64::total_cmp);
+        let pooled = SchemeFigures::pooled(runs, owd_ms);
         let p99s: Vec<f64> = runs.iter().map(|r| r.delay.p99_ms).collect();
         let (m, h) = mean_ci95(&p99s);
-        let d = DelayFigures::of(&pooled, owd_ms);
+        let d = pooled.delay;
         let r3 = |x: f64| round(x, 3);
         SchemeSummary {
             delay: DelayFigures {
@@ -129,10 +128,10 @@ impl SchemeSummary {
             },
             p99_run_mean_ms: r3(m),
             p99_ci95_ms: r3(h),
-            overhead: round(mean(&runs.iter().map(|r| r.overhead).collect::<Vec<_>>()), 4),
-            delivered: runs.iter().map(|r| r.delivered).sum(),
-            sent: runs.iter().map(|r| r.sent).sum(),
-            in_order: runs.iter().all(|r| r.in_order && r.duplicates == 0),
+            overhead: round(pooled.overhead, 4),
+            delivered: pooled.delivered,
+            sent: pooled.sent,
+            in_order: pooled.in_order && pooled.duplicates == 0,
         }
     }
 }
@@ -197,6 +196,7 @@ fn point_params(g: &GridParams, owd_ms: f64, loss: GridLoss, interval_ms: f64, s
             count: g.count,
             seed: g.seed + r,
             warmup_ms: g.warmup_ms,
+            reps: 1,
         })
         .collect()
 }

@@ -148,6 +148,10 @@ struct LrtArgs {
     /// Messages sent in this first stretch are carried but not measured.
     #[arg(long, default_value_t = 1000.0)]
     warmup_ms: f64,
+    /// Runs (run k uses seed + k); the figures pool them, each run's p99 and the paired
+    /// ratios come with 95% intervals.
+    #[arg(long, default_value_t = 3)]
+    reps: u64,
     /// Also write the JSON here and the delay CDFs next to it (`.png`).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -217,6 +221,9 @@ struct TransportArgs {
     /// Transports, comma-separated (lrt, tcp_cubic, tcp_bbr, kcp, quic, quic_bbr).
     #[arg(long, value_delimiter = ',', default_values_t = cohort_bench::transport::TRANSPORTS.map(String::from))]
     transports: Vec<String>,
+    /// Runs per case (run k uses seed + k); figures pool them, with each run's p99.
+    #[arg(long, default_value_t = 3)]
+    reps: u32,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Write the delay CDFs (one panel per case) here, and the JSON next to it (`.json`).
@@ -395,6 +402,12 @@ pub enum BenchError {
     Run(String),
 }
 
+/// Refuses a bench that needs the testbed (network namespaces) before anything runs, in one
+/// line, when this process is not root.
+pub(crate) fn need_root(bench: &str) -> Result<(), BenchError> {
+    cohort_emu::netns::require_root().map_err(|e| BenchError::Run(format!("bench {bench}: {e}")))
+}
+
 pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
     match args.which {
         Which::Coding(a) => coding(&a),
@@ -535,6 +548,9 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
     if a.size == 0 || a.size > 16 << 20 || a.count == 0 {
         return Err(BenchError::Invalid("--size must be 1 B..16 MiB and --count positive".into()));
     }
+    if !(1..=50).contains(&a.reps) {
+        return Err(BenchError::Invalid("--reps in 1..=50".into()));
+    }
     let p = cohort_bench::lrt::LrtParams {
         owd_ms: a.owd_ms,
         loss,
@@ -544,6 +560,7 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
         count: a.count,
         seed: a.seed,
         warmup_ms: a.warmup_ms,
+        reps: a.reps,
     };
     let r = cohort_bench::lrt::run(&p).map_err(BenchError::Invalid)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
@@ -564,9 +581,17 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
                 f.in_order
             );
         }
+        let (b, q) = (r.runs.p99_ratio_block_over_lrt, r.runs.p99_ratio_arq_over_lrt);
         println!(
-            "block p99 / lrt p99 = {:.2}; arq p99 / lrt p99 = {:.2}; {}",
-            r.p99_ratio_block_over_lrt, r.p99_ratio_arq_over_lrt, r.capacity_note
+            "block p99 / lrt p99 = {:.2} ({:.2} ± {:.2} paired over {} runs); arq p99 / lrt p99 = {:.2} ({:.2} ± {:.2}); {}",
+            r.p99_ratio_block_over_lrt,
+            b.mean,
+            b.ci95,
+            b.runs,
+            r.p99_ratio_arq_over_lrt,
+            q.mean,
+            q.ci95,
+            r.capacity_note
         );
         println!("replay: {}", r.command);
     }
@@ -678,6 +703,7 @@ fn lrt_share(a: &LrtShareArgs) -> Result<ExitCode, BenchError> {
 }
 
 fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
+    need_root("transport")?;
     use cohort_bench::transport::{TRANSPORTS, TransportParams};
     if !(a.seconds > 0.0 && a.seconds <= 600.0 && (0.0..=60.0).contains(&a.warmup_s)) {
         return Err(BenchError::Invalid("--seconds in (0, 600], --warmup-s in [0, 60]".into()));
@@ -688,7 +714,11 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
     if let Some(bad) = a.transports.iter().find(|t| !TRANSPORTS.contains(&t.as_str())) {
         return Err(BenchError::Invalid(format!("unknown transport {bad:?}; known: {}", TRANSPORTS.join(", "))));
     }
+    if !(1..=20).contains(&a.reps) {
+        return Err(BenchError::Invalid("--reps in 1..=20".into()));
+    }
     let p = TransportParams {
+        reps: a.reps,
         seconds: a.seconds,
         warmup_s: a.warmup_s,
         losses: a.losses.clone(),
@@ -705,12 +735,13 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
             for (name, f) in &c.transports {
                 let g = |k: &str| f.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
                 println!(
-                    "loss {:>4} {:<7} {name:<9}: p50 {:>7.1} p99 {:>8.1} p99.9 {:>8.1} ms, at owd {:>5.1}%, overhead {:.2}, \
-                     {}/{} delivered, in order {}, sustained {}",
+                    "loss {:>4} {:<7} {name:<9}: p50 {:>7.1} p99 {:>8.1} ± {:.1} p99.9 {:>8.1} ms, at owd {:>5.1}%, \
+                     overhead {:.2}, {}/{} delivered, in order {}, sustained {}",
                     c.loss,
                     c.workload,
                     g("p50_ms"),
                     g("p99_ms"),
+                    g("p99_ci95"),
                     g("p999_ms"),
                     g("share_at_owd") * 100.0,
                     g("overhead"),
@@ -730,6 +761,7 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
 }
 
 fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
+    need_root("group")?;
     use cohort_bench::group::GroupParams;
     if a.sizes.is_empty() || a.sizes.iter().any(|&n| !(2..=64).contains(&n)) {
         return Err(BenchError::Invalid("--sizes: each in 2..=64".into()));
@@ -764,6 +796,7 @@ fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
 }
 
 fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
+    need_root("testbed-fidelity")?;
     if a.probes < 100
         || !(1..=100).contains(&a.loss_windows)
         || !(0.0..0.9).contains(&a.loss)
@@ -969,7 +1002,7 @@ fn coorp(a: &CoorpArgs) -> Result<ExitCode, BenchError> {
 /// The testbed half's parameters from the flags; refuses to go on without root.
 fn testbed_params(a: &CoorpArgs) -> Result<cohort_bench::coorp_testbed::TestbedParams, BenchError> {
     use cohort_bench::coorp_testbed::{Channel, TbSystem, TestbedParams};
-    cohort_emu::netns::require_root().map_err(|e| BenchError::Run(format!("bench coorp --testbed: {e}")))?;
+    need_root("coorp --testbed")?;
     let systems = |names: &[String], allowed: &[TbSystem]| -> Result<Vec<TbSystem>, BenchError> {
         names
             .iter()
@@ -1041,6 +1074,7 @@ fn testbed_command(a: &CoorpArgs) -> String {
 }
 
 fn coorp_gate(a: &CoorpGateArgs) -> Result<ExitCode, BenchError> {
+    need_root("coorp-gate")?;
     let p = cohort_bench::coorp_gate::GateParams {
         cycles: a.cycles,
         period_ms: a.period_ms,

@@ -1,7 +1,7 @@
 //! `cohort bench crosscheck`: one Wi-Fi scenario in the simulator and on the testbed (see
 //! `cohort_bench::crosscheck`).
 
-use crate::bench::{BenchError, write_and_plot};
+use crate::bench::{BenchError, need_root, write_and_plot};
 use clap::Args;
 use cohort_bench::crosscheck::{CrossParams, DEFAULT_SCENARIO};
 use cohort_emu::TestbedScenario;
@@ -61,7 +61,7 @@ pub fn run(a: &CrosscheckArgs) -> Result<ExitCode, BenchError> {
         ));
     }
     if !a.no_testbed {
-        cohort_emu::netns::require_root().map_err(|e| BenchError::Run(format!("bench crosscheck: {e}")))?;
+        need_root("crosscheck")?;
     }
     p.loads = a.loads.clone();
     p.payload = a.payload;

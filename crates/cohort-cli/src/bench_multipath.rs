@@ -1,7 +1,7 @@
 //! `cohort bench multipath`: multipath LRT in the simulator (`cohort_bench::multipath`) and,
 //! with `--testbed`, against kernel MPTCP on real kernels (`cohort_bench::multipath_testbed`).
 
-use crate::bench::{BenchError, write_and_plot};
+use crate::bench::{BenchError, need_root, write_and_plot};
 use clap::Args;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -59,6 +59,9 @@ fn command(a: &MultipathArgs) -> String {
 }
 
 pub fn run(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
+    if a.testbed {
+        need_root("multipath --testbed")?;
+    }
     let mut r = if a.no_sim {
         json!({ "summary": {} })
     } else {
@@ -83,7 +86,7 @@ pub fn run(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
             speed_mps: a.speed_mps,
         };
         let tb = cohort_bench::multipath_testbed::bench(&p, |what| eprintln!("multipath testbed: {what}"))
-            .map_err(BenchError::Invalid)?;
+            .map_err(BenchError::Run)?;
         // The testbed's figures join the summary under their own names (`..._vs_mptcp`,
         // `testbed_...`), beside the simulator's.
         if let (Some(sum), Some(t)) = (r["summary"].as_object_mut(), tb["summary"].as_object()) {

@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--validate-reps", type=int, default=6, help="interleaved default/tuned runs per environment")
     b.add_argument("--envs", default="sparse,dense")
     b.add_argument("--table", help="recorded table (default: the one shipped in cohort/tune/data)")
+    b.add_argument(
+        "--selection-table",
+        help="another recording, on which TPE's start-up is chosen (default: data/grid_dense_selection.json)",
+    )
     b.add_argument("--replay-only", action="store_true", help="only the sample-efficiency replay (no live runs)")
     b.add_argument("--state-dir", default=os.environ.get("COHORT_TUNE_STATE_DIR", DEFAULT_STATE_DIR))
 

@@ -42,18 +42,28 @@ from typing import Any
 import optuna
 
 from cohort.tune import grid
-from cohort.tune.search import enqueue_default, make_sampler, objective_fn
+from cohort.tune.search import N_STARTUP, enqueue_default, make_sampler, objective_fn
 from cohort.tune.spec import load
+from cohort.tune.workloads.recorder import CHUNK
 
 DATA = Path(__file__).parent / "data"
 SPEC = Path(__file__).parent / "specs" / "reference.toml"
 BUDGET = 25
 SEEDS = 20
+# TPE's start-up is chosen among these on the selection table, with seeds 100-199 (the
+# comparison uses 0-19).
+STARTUP_CANDIDATES = (1, 2, 3, 4, 6, 10)
+SELECTION_SEEDS = range(100, 200)
 
 
 # ---- replay on the recorded table -------------------------------------------------------
 def replay_run(
-    table: dict[str, Any], sampler_name: str, seed: int, budget: int = BUDGET, charge_repeats: bool = True
+    table: dict[str, Any],
+    sampler_name: str,
+    seed: int,
+    budget: int = BUDGET,
+    charge_repeats: bool = True,
+    n_startup: int = N_STARTUP,
 ) -> list[float]:
     """One search on the table; returns the objective of each of ``budget`` trials.
 
@@ -62,7 +72,7 @@ def replay_run(
     proposal is told its recorded value at no cost and only new configurations count."""
     lookup = grid.objectives(table)
     axes = table["axes"]
-    sampler = make_sampler(sampler_name, seed)
+    sampler = make_sampler(sampler_name, seed, n_startup=n_startup)
     study = optuna.create_study(sampler=sampler, direction="minimize")
     default = table["default"]
     study.enqueue_trial({k: (axes[k].index(v) if _ordinal(axes[k]) else v) for k, v in grid.effective(default).items()})
@@ -114,7 +124,37 @@ def trials_to_within(values: list[float], optimum: float, tol: float = 0.05, bud
     return budget + 1
 
 
-def replay(table: dict[str, Any], seeds: int = SEEDS, budget: int = BUDGET) -> dict[str, Any]:
+def choose_startup(
+    table: dict[str, Any],
+    candidates: tuple[int, ...] = STARTUP_CANDIDATES,
+    seeds: range = SELECTION_SEEDS,
+    budget: int = BUDGET,
+) -> dict[str, Any]:
+    """TPE's ``n_startup_trials`` chosen on a selection table (another recording than the one
+    the comparison is reported on), with seeds the comparison does not use, every proposal
+    charged: the candidate with the smallest median trials to within 5% of that table's
+    optimum (the smaller candidate on a tie, then the fewer never within)."""
+    optimum = min(grid.objectives(table).values())
+    rows = {}
+    for n in candidates:
+        runs = (replay_run(table, "tpe", s, budget, n_startup=n) for s in seeds)
+        counts = [trials_to_within(vals, optimum, budget=budget) for vals in runs]
+        rows[n] = {
+            "trials_to_within_5pct_median": statistics.median(counts),
+            "never_within": sum(1 for c in counts if c > budget),
+        }
+    chosen = min(candidates, key=lambda n: (rows[n]["trials_to_within_5pct_median"], rows[n]["never_within"], n))
+    return {
+        "candidates": {str(n): r for n, r in rows.items()},
+        "chosen": chosen,
+        "seeds": f"{seeds.start}-{seeds.stop - 1}",
+        "budget": budget,
+    }
+
+
+def replay(
+    table: dict[str, Any], seeds: int = SEEDS, budget: int = BUDGET, n_startup: int = N_STARTUP
+) -> dict[str, Any]:
     objectives = grid.objectives(table)
     optimum = min(objectives.values())
     within = sum(1 for v in objectives.values() if v <= optimum * 1.05)
@@ -126,6 +166,7 @@ def replay(table: dict[str, Any], seeds: int = SEEDS, budget: int = BUDGET) -> d
         "budget": budget,
         "seeds": seeds,
         "rule": "charged: every proposal is a trial, repeats too (as the live tool measures them)",
+        "tpe_n_startup": n_startup,
     }
     curves: dict[str, list[list[float]]] = {}
     for charged in (True, False):
@@ -136,7 +177,7 @@ def replay(table: dict[str, Any], seeds: int = SEEDS, budget: int = BUDGET) -> d
             if charged:
                 curves[name] = []
             for seed in range(seeds):
-                vals = replay_run(table, name, seed, budget, charge_repeats=charged)
+                vals = replay_run(table, name, seed, budget, charge_repeats=charged, n_startup=n_startup)
                 counts[name].append(trials_to_within(vals, optimum, budget=budget))
                 if charged:
                     best, acc = float("inf"), []
@@ -183,7 +224,11 @@ def live_env(env: str, trials: int, reps: int, state_dir: str, log: Any) -> dict
                 m = s.measure(cfg, keep_samples=True)
                 assert m is not None
                 rows[label].append(
-                    {"nav_p99_ms": m.stats["nav.loop_ms"]["p99"], "detect_mean_ms": m.stats["detect.frame_ms"]["mean"]}
+                    {
+                        "nav_p99_ms": m.stats["nav.loop_ms"]["p99"],
+                        "detect_mean_ms": m.stats["detect.frame_ms"]["mean"],
+                        **app_figures(m.stats, spec.trial.duration_s),
+                    }
                 )
                 samples[label].extend(m.samples["nav.loop_ms"])
                 log(
@@ -195,6 +240,15 @@ def live_env(env: str, trials: int, reps: int, state_dir: str, log: Any) -> dict
         return statistics.fmean(x[k] for x in rows[label])
 
     res = {
+        "apps": {
+            k: {
+                "default": mean("default", k),
+                "tuned": mean("tuned", k),
+                "tuned_over_default": mean("tuned", k) / mean("default", k),
+                "paired": paired_ratio(rows, k),
+            }
+            for k in rows["default"][0]
+        },
         "nav_p99_ms_default": mean("default", "nav_p99_ms"),
         "nav_p99_ms_tuned": mean("tuned", "nav_p99_ms"),
         "detect_mean_ms_default": mean("default", "detect_mean_ms"),
@@ -208,6 +262,52 @@ def live_env(env: str, trials: int, reps: int, state_dir: str, log: Any) -> dict
     res["nav_p99_ratio"] = res["nav_p99_ms_default"] / res["nav_p99_ms_tuned"]
     res["detect_mean_ms_ratio"] = res["detect_mean_ms_tuned"] / res["detect_mean_ms_default"]
     return res
+
+
+def app_figures(stats: dict[str, dict[str, float]], window_s: float) -> dict[str, float]:
+    """Every app's figure in one measurement, not only the objective's: the detector's gain
+    can be CPU taken from the recorders, so their throughput (chunks compressed in the window,
+    in MB/s of sensor data) and chunk time are reported beside the NAV loop and the frames."""
+    out: dict[str, float] = {}
+    for key, st in sorted(stats.items()):
+        app, _, metric = key.partition(".")
+        if "mean" in st:
+            out[f"{app}_{metric}_mean"] = st["mean"]
+        if "p99" in st:
+            out[f"{app}_{metric}_p99"] = st["p99"]
+        if metric == "chunk_ms":
+            out[f"{app}_mbps"] = st.get("n", 0.0) * CHUNK / 1e6 / window_s
+    return out
+
+
+def paired_ratio(rows: dict[str, list[dict[str, Any]]], k: str) -> dict[str, float]:
+    """Tuned over default, paired by repetition (the two ran back to back): mean and 95%
+    interval (Student's t) over the pairs."""
+    ratios = [t[k] / d[k] for d, t in zip(rows["default"], rows["tuned"], strict=True) if d[k]]
+    mean, half = mean_ci95(ratios)
+    return {"mean": mean, "ci95": half, "pairs": float(len(ratios))}
+
+
+def mean_ci95(xs: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% interval (Student's t; 0 for fewer than two)."""
+    if not xs:
+        return math.nan, math.nan
+    m = statistics.fmean(xs)
+    if len(xs) < 2:
+        return m, 0.0
+    df = len(xs) - 1
+    t = T95[df - 1] if df <= len(T95) else 1.96
+    return m, t * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+# Student's t quantile for a two-sided 95% interval, 1-30 degrees of freedom (the table of
+# cohort_bench::stats::t95).
+# fmt: off
+T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+    2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)
+# fmt: on
 
 
 def plot(report: dict[str, Any], out: Path) -> None:
@@ -314,8 +414,13 @@ def run_bench(args: argparse.Namespace) -> int:
                 },
             }
         )
-    rp = replay(table)
-    rp["table"] = str(table_path.relative_to(Path.cwd())) if table_path.is_relative_to(Path.cwd()) else str(table_path)
+    selection_path = Path(args.selection_table) if args.selection_table else DATA / "grid_dense_selection.json"
+    choice = choose_startup(json.loads(selection_path.read_text()))
+    choice["table"] = _shown(selection_path)
+    log(f"TPE start-up chosen on {choice['table']}: {choice['chosen']} ({json.dumps(choice['candidates'])})")
+    rp = replay(table, n_startup=choice["chosen"])
+    rp["table"] = _shown(table_path)
+    rp["sampler_settings"] = choice
     report["replay"] = rp
     report["optuna"] = rp["optuna"]
     report["random"] = rp["random"]
@@ -350,6 +455,10 @@ def run_bench(args: argparse.Namespace) -> int:
     else:
         print(f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')}")
     return 0
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
 def _strip(x: Any) -> Any:

@@ -17,7 +17,7 @@
 
 mod baselines;
 
-use crate::stats::{DelayFigures, round, thin};
+use crate::stats::{DelayFigures, mean_ci95, round, thin};
 use cohort_emu::scenario::DirectionSpec;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use serde::Serialize;
@@ -51,6 +51,9 @@ pub struct TransportParams {
     pub warmup_s: f64,
     /// Longest wait for the last messages after the generators stop.
     pub drain_s: f64,
+    /// Runs per case; run `k` uses seed `seed + k` (its own loss draws). Every transport runs
+    /// in every run, at once, each on its own identical link.
+    pub reps: u32,
     pub seed: u64,
     pub transports: Vec<String>,
 }
@@ -64,6 +67,7 @@ impl Default for TransportParams {
             seconds: 20.0,
             warmup_s: 3.0,
             drain_s: 8.0,
+            reps: 3,
             seed: 1,
             transports: TRANSPORTS.iter().map(|s| s.to_string()).collect(),
         }
@@ -87,6 +91,13 @@ pub struct Figures {
     pub sustained: bool,
     /// Why the transport produced no figures (set up failed), if it did not.
     pub error: Option<String>,
+    /// Each run's p99 (ms), and the 95% interval half-width of their mean; the figures
+    /// above pool every run's delays.
+    pub p99_runs: Vec<f64>,
+    pub p99_ci95: f64,
+    /// The first run's longest delay in each second of the measured window (ms): where in the
+    /// run the tail comes from (a start-up, a periodic phase of the controller, the emulator).
+    pub max_by_second_ms: Vec<f64>,
     /// Sorted measured delays (ms), thinned to at most 1000 points, for the plot.
     pub cdf_ms: Vec<f64>,
 }
@@ -164,17 +175,23 @@ impl Schedule {
     }
 }
 
-fn scenario(p: &TransportParams, loss: f64, links: usize) -> TestbedScenario {
+fn scenario(p: &TransportParams, seed: u64, loss: f64, links: usize) -> TestbedScenario {
     let d = DirectionSpec {
         owd_ms: Some(p.owd_ms),
         rate_mbps: Some(p.rate_mbps),
         loss: Some(loss),
         ..DirectionSpec::default()
     };
-    TestbedScenario::pair("transport", p.seed, &vec![d; links]).expect("valid transport scenario")
+    TestbedScenario::pair("transport", seed, &vec![d; links]).expect("valid transport scenario")
 }
 
-fn figures(p: &TransportParams, sch: &Schedule, arrivals: &Arrivals, sent: u64, wire_bytes: u64) -> Figures {
+/// One run of one transport: its figures and its sorted measured delays (ms).
+struct RunFigures {
+    figures: Figures,
+    delays: Vec<f64>,
+}
+
+fn figures(p: &TransportParams, sch: &Schedule, arrivals: &Arrivals, sent: u64, wire_bytes: u64) -> RunFigures {
     let warm_ns = (p.warmup_s * 1e9) as u64 + sch.ns(sch.start);
     let mut f = Figures { sent, delivered: arrivals.len() as u64, in_order: true, ..Figures::default() };
     let mut next = 0u64;
@@ -189,24 +206,59 @@ fn figures(p: &TransportParams, sch: &Schedule, arrivals: &Arrivals, sent: u64, 
             next += 1;
         }
     }
-    let mut d: Vec<f64> =
-        arrivals.iter().filter(|a| a.1 >= warm_ns).map(|a| (a.2.saturating_sub(a.1)) as f64 / 1e6).collect();
+    let measured: Vec<_> = arrivals.iter().filter(|a| a.1 >= warm_ns).collect();
+    let mut d: Vec<f64> = measured.iter().map(|a| (a.2.saturating_sub(a.1)) as f64 / 1e6).collect();
+    let seconds = p.seconds.ceil().max(1.0) as usize;
+    f.max_by_second_ms = vec![0.0; seconds];
+    for (a, &ms) in measured.iter().zip(&d) {
+        let k = ((a.1 - warm_ns) / 1_000_000_000) as usize;
+        if let Some(m) = f.max_by_second_ms.get_mut(k) {
+            *m = round(m.max(ms), 1);
+        }
+    }
     let offered_measured = sch.count.saturating_sub((p.warmup_s * 1e3 / sch.interval.as_secs_f64() / 1e3) as u64);
     f.measured = d.len() as u64;
     // Sustained: the measured window's messages arrived, and within a second of the window's end.
     let window_end_ns = sch.ns(sch.start + sch.interval.mul_f64(sch.count as f64)) + 1_000_000_000;
-    let on_time = arrivals.iter().filter(|a| a.1 >= warm_ns && a.2 <= window_end_ns).count() as u64;
+    let on_time = measured.iter().filter(|a| a.2 <= window_end_ns).count() as u64;
     f.sustained = on_time as f64 >= 0.95 * offered_measured as f64;
     d.sort_by(f64::total_cmp);
     f.delay = DelayFigures::of(&d, p.owd_ms);
     f.overhead = wire_bytes as f64 / (sent.max(1) as usize * sch.size) as f64;
+    f.p99_runs = vec![round(f.delay.p99_ms, 2)];
     f.cdf_ms = thin(&d, 1000).into_iter().map(|x| round(x, 3)).collect();
-    f
+    RunFigures { figures: f, delays: d }
 }
 
-/// Runs one case: every transport at once, each on its own identical link.
-pub fn run_case(p: &TransportParams, loss: f64, w: Workload, run: &str) -> Result<Case, String> {
-    let s = scenario(p, loss, p.transports.len());
+/// Every run of one transport in one case, pooled: delays from all runs, counts summed, in
+/// order and sustained only if every run was; each run's p99 with the interval of their mean.
+/// The per-second maxima are the first run's.
+fn pool(p: &TransportParams, runs: &[RunFigures]) -> Figures {
+    let Some(first) = runs.first() else { return Figures::default() };
+    let mut d: Vec<f64> = runs.iter().flat_map(|r| r.delays.iter().copied()).collect();
+    d.sort_by(f64::total_cmp);
+    let p99_runs: Vec<f64> = runs.iter().map(|r| round(r.figures.delay.p99_ms, 2)).collect();
+    let sent: u64 = runs.iter().map(|r| r.figures.sent).sum();
+    Figures {
+        delay: DelayFigures::of(&d, p.owd_ms),
+        overhead: runs.iter().map(|r| r.figures.overhead * r.figures.sent as f64).sum::<f64>() / sent.max(1) as f64,
+        sent,
+        delivered: runs.iter().map(|r| r.figures.delivered).sum(),
+        measured: d.len() as u64,
+        in_order: runs.iter().all(|r| r.figures.in_order),
+        duplicates: runs.iter().map(|r| r.figures.duplicates).sum(),
+        sustained: runs.iter().all(|r| r.figures.sustained),
+        error: runs.iter().find_map(|r| r.figures.error.clone()),
+        p99_ci95: round(mean_ci95(&p99_runs).1, 2),
+        p99_runs,
+        max_by_second_ms: first.figures.max_by_second_ms.clone(),
+        cdf_ms: thin(&d, 1000).into_iter().map(|x| round(x, 3)).collect(),
+    }
+}
+
+/// Runs one case once: every transport at once, each on its own identical link.
+fn run_case(p: &TransportParams, seed: u64, loss: f64, w: Workload, run: &str) -> Result<Vec<RunFigures>, String> {
+    let s = scenario(p, seed, loss, p.transports.len());
     let tb = Testbed::up(&s, run, EmuMode::Thread, EmuOptions::default()).map_err(|e| e.to_string())?;
     let interval = Duration::from_secs_f64(w.interval_ms / 1e3);
     let count = ((p.warmup_s + p.seconds) * 1e3 / w.interval_ms).round() as u64;
@@ -231,32 +283,47 @@ pub fn run_case(p: &TransportParams, loss: f64, w: Workload, run: &str) -> Resul
         .collect();
     let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("panicked".into()))).collect();
     let st = tb.status().ok_or("no emulator status")?;
-    let mut transports = serde_json::Map::new();
-    for (k, (name, r)) in p.transports.iter().zip(results).enumerate() {
+    let mut out = Vec::new();
+    for (k, r) in results.into_iter().enumerate() {
         let frames: Vec<_> = st.fabric.links.iter().filter(|l| l.link == k).collect();
         let wire = frames.iter().map(|l| l.offered_bytes.saturating_sub(14 * l.offered)).sum();
-        let f = match r {
+        out.push(match r {
             Ok((sent, arrivals)) => figures(p, &sch, &arrivals, sent, wire),
-            Err(e) => Figures { error: Some(e), ..Figures::default() },
-        };
-        transports.insert(name.clone(), serde_json::to_value(f).expect("figures serialize"));
+            Err(e) => RunFigures { figures: Figures { error: Some(e), ..Figures::default() }, delays: vec![] },
+        });
     }
     tb.down().map_err(|e| e.to_string())?;
-    Ok(Case { loss, workload: w.name, transports })
+    Ok(out)
 }
 
 fn num(v: &serde_json::Value, t: &str, k: &str) -> f64 {
     v.get(t).and_then(|x| x.get(k)).and_then(|x| x.as_f64()).unwrap_or(f64::NAN)
 }
 
-/// Every case.
+/// Every case, `reps` times; the runs of a case follow each other, so every case sees the
+/// machine in the same state on average.
 pub fn run(p: &TransportParams, mut progress: impl FnMut(&str)) -> Result<TransportReport, String> {
     let run = format!("tr{}", std::process::id() % 100_000);
     let mut cases = Vec::new();
+    // Per case at 10% loss, stream: each run's LRT p99 over the best TCP's that run.
+    let mut paired = Vec::new();
     for &loss in &p.losses {
         for w in [CONTROL, STREAM] {
-            progress(&format!("loss {loss}, {}", w.name));
-            cases.push(run_case(p, loss, w, &run)?);
+            let mut per_transport: Vec<Vec<RunFigures>> = p.transports.iter().map(|_| Vec::new()).collect();
+            for k in 0..p.reps.max(1) {
+                progress(&format!("loss {loss}, {}, run {} of {}", w.name, k + 1, p.reps.max(1)));
+                for (slot, r) in per_transport.iter_mut().zip(run_case(p, p.seed + u64::from(k), loss, w, &run)?) {
+                    slot.push(r);
+                }
+            }
+            if (loss - 0.10).abs() < 1e-9 && w.name == "stream" {
+                paired = lrt_over_best_tcp(p, &per_transport);
+            }
+            let mut transports = serde_json::Map::new();
+            for (name, runs) in p.transports.iter().zip(&per_transport) {
+                transports.insert(name.clone(), serde_json::to_value(pool(p, runs)).expect("figures serialize"));
+            }
+            cases.push(Case { loss, workload: w.name, transports });
         }
     }
     let mut summary = serde_json::json!({});
@@ -264,10 +331,12 @@ pub fn run(p: &TransportParams, mut progress: impl FnMut(&str)) -> Result<Transp
         let v = serde_json::to_value(&c.transports).expect("serialize");
         let lrt = num(&v, "lrt", "p99_ms");
         let tcp = num(&v, "tcp_cubic", "p99_ms").min(num(&v, "tcp_bbr", "p99_ms"));
+        let (mean, ci95) = mean_ci95(&paired);
         summary = serde_json::json!({
             "lrt_p99_ms": lrt,
             "best_tcp_p99_ms": tcp,
             "lrt_over_best_tcp_p99": lrt / tcp,
+            "lrt_over_best_tcp_p99_paired": { "mean": round(mean, 4), "ci95": round(ci95, 4), "runs": paired.len() },
             "kcp_p99_ms": num(&v, "kcp", "p99_ms"),
             "quic_p99_ms": num(&v, "quic", "p99_ms"),
             "quic_bbr_p99_ms": num(&v, "quic_bbr", "p99_ms"),
@@ -281,10 +350,25 @@ pub fn run(p: &TransportParams, mut progress: impl FnMut(&str)) -> Result<Transp
         goals: "at 10% loss, stream: LRT p99 <= 1/3 of the best TCP's and below KCP's and QUIC's, LRT share_at_owd >= \
                 0.75; LRT delivers every message in order at every loss rate",
         command: format!(
-            "cohort bench transport --json --seconds {} --warmup-s {} --seed {} --plot docs/bench/transport.png",
-            p.seconds, p.warmup_s, p.seed
+            "cohort bench transport --json --seconds {} --warmup-s {} --reps {} --seed {} --plot docs/bench/transport.png",
+            p.seconds, p.warmup_s, p.reps, p.seed
         ),
     })
+}
+
+/// Each run's LRT p99 over the smaller of the two TCPs' p99 in that run (runs where either is
+/// missing are left out).
+fn lrt_over_best_tcp(p: &TransportParams, per_transport: &[Vec<RunFigures>]) -> Vec<f64> {
+    let at = |name: &str| p.transports.iter().position(|t| t == name).map(|i| &per_transport[i]);
+    let (Some(lrt), Some(cubic), Some(bbr)) = (at("lrt"), at("tcp_cubic"), at("tcp_bbr")) else {
+        return vec![];
+    };
+    lrt.iter()
+        .zip(cubic)
+        .zip(bbr)
+        .map(|((l, c), b)| l.figures.delay.p99_ms / c.figures.delay.p99_ms.min(b.figures.delay.p99_ms))
+        .filter(|r| r.is_finite())
+        .collect()
 }
 
 #[cfg(test)]
@@ -309,17 +393,39 @@ mod tests {
         let s = sch(5);
         let ms = 1_000_000;
         let clean: Arrivals = (0..5).map(|i| (i, i * 10 * ms, i * 10 * ms + 50 * ms)).collect();
-        let f = figures(&p, &s, &clean, 5, 6000);
+        let f = figures(&p, &s, &clean, 5, 6000).figures;
         assert!(f.in_order && f.sustained);
         assert_eq!((f.delivered, f.measured, f.duplicates), (5, 3, 0));
         assert_eq!((f.delay.p50_ms, f.delay.share_at_owd), (50.0, 1.0));
         assert!((f.overhead - 6000.0 / 5120.0).abs() < 1e-9);
         let messy: Arrivals =
             vec![(0, 0, 60 * ms), (2, 20 * ms, 90 * ms), (1, 10 * ms, 95 * ms), (2, 20 * ms, 99 * ms)];
-        let f = figures(&p, &s, &messy, 5, 0);
+        let f = figures(&p, &s, &messy, 5, 0).figures;
         assert!(!f.in_order && !f.sustained);
         assert_eq!(f.duplicates, 2);
         assert!(f.delay.share_at_owd < 1.0);
+    }
+
+    #[test]
+    fn runs_pool_their_delays_and_keep_each_p99() {
+        let p = TransportParams { warmup_s: 0.0, owd_ms: 50.0, seconds: 2.0, ..TransportParams::default() };
+        let s = sch(200);
+        let ms = 1_000_000;
+        let steady: Arrivals = (0..200).map(|i| (i, i * 10 * ms, i * 10 * ms + 50 * ms)).collect();
+        let mut late = steady.clone();
+        late[40].2 += 300 * ms; // one message held 300 ms, 0.4 s into the run
+        let runs = [figures(&p, &s, &steady, 200, 0), figures(&p, &s, &late, 200, 0)];
+        assert_eq!(runs[1].figures.max_by_second_ms, vec![350.0, 50.0]);
+        let f = pool(&p, &runs);
+        assert_eq!((f.sent, f.delivered, f.measured), (400, 400, 400));
+        assert_eq!(f.p99_runs, vec![50.0, 50.0]);
+        assert_eq!(f.p99_ci95, 0.0);
+        assert_eq!(f.delay.max_ms, 350.0);
+        assert!(f.in_order && f.sustained);
+        let mut lost = steady.clone();
+        lost.remove(7);
+        let f = pool(&p, &[figures(&p, &s, &steady, 200, 0), figures(&p, &s, &lost, 200, 0)]);
+        assert!(!f.in_order, "one run out of order makes the pool out of order");
     }
 
     #[test]
