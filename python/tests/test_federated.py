@@ -5,6 +5,8 @@ learned, the coordinator's rounds carry it, another robot starts its paths from 
 from __future__ import annotations
 
 import socket
+import threading
+import time
 
 import pytest
 
@@ -94,3 +96,30 @@ def test_bad_keys_and_counts_are_config_errors() -> None:
         assert svc.known(["never-seen"]) == [None]
     with pytest.raises(cohort.ClosedError):
         svc.publish("ap:x", 1.0, 0.5)
+
+
+def test_close_ends_a_wait_for_a_view_under_way() -> None:
+    """``wait_view`` does not hold the service while it waits: ``close`` from another thread
+    returns at once and ends the wait (before, it waited out the other's timeout)."""
+    port = free_port()
+    # Robot 82's coordinator (81) never comes, and takes 60 s to be declared gone: no view.
+    g = GroupSocket.open(
+        f"127.0.0.82:{port}",
+        f"127.255.255.255:{port}",
+        secret=SECRET,
+        team=7,
+        pid=82,
+        members=[81, 82],
+        msg_t=0.01,
+        fault_detect_t=60.0,
+    )
+    svc = PathStatsService.start(g)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(svc.wait_view(60.0)))
+    waiter.start()
+    time.sleep(0.5)  # the waiter is inside wait_view by then
+    svc.close()
+    waiter.join(timeout=WAIT)
+    assert not waiter.is_alive(), "close left the wait running"
+    assert got == [False]
+    assert svc.closed

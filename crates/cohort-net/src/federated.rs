@@ -135,13 +135,15 @@ impl PathStatsService {
 
     /// Waits (up to `timeout`) until a view of the team has come or been gathered; whether
     /// one has. A robot that just joined gets one within [`GATHER_EVERY`].
+    /// A [`stop`](Self::stop) from another thread ends the wait at once (`false` unless a
+    /// view had come).
     pub fn wait_view(&self, timeout: Duration) -> bool {
         let end = std::time::Instant::now() + timeout;
         loop {
             if self.store.lock().unwrap_or_else(|e| e.into_inner()).has_view() {
                 return true;
             }
-            if std::time::Instant::now() >= end {
+            if std::time::Instant::now() >= end || self.stop.load(Ordering::Relaxed) {
                 return false;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -172,6 +174,14 @@ impl PathStatsService {
             rounds: c.rounds.load(Ordering::Relaxed),
             reports: c.reports.load(Ordering::Relaxed),
         }
+    }
+}
+
+impl PathStatsService {
+    /// Stops taking part in the sharing rounds (the service's thread ends; dropping the
+    /// service waits for it) and ends any [`wait_view`](Self::wait_view) under way.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
     }
 }
 

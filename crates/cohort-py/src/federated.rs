@@ -9,7 +9,7 @@ use cohort_proto::multipath::bandit::ArmStats;
 use cohort_proto::multipath::federated::PathKey;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A path's statistics as Python sees them: MS-UCB's rounds and mean reward.
 type Stats = (f64, f64);
@@ -18,7 +18,9 @@ type Stats = (f64, f64);
 #[pyclass(frozen, module = "cohort._native", name = "PathStatsService")]
 #[derive(Debug)]
 pub struct PyPathStatsService {
-    svc: Mutex<Option<PathStatsService>>,
+    /// Shared with a `wait_view` under way, which must not hold the lock while it waits
+    /// (`close` from another thread would wait up to its timeout).
+    svc: Mutex<Option<Arc<PathStatsService>>>,
 }
 
 fn keys(keys: &[String]) -> Result<Vec<PathKey>, Error> {
@@ -45,7 +47,7 @@ impl PyPathStatsService {
     #[staticmethod]
     fn start(group: &PyGroupSocket) -> PyResult<Self> {
         let svc = PathStatsService::start_shared(group.take()?).map_err(Error::from)?;
-        Ok(PyPathStatsService { svc: Mutex::new(Some(svc)) })
+        Ok(PyPathStatsService { svc: Mutex::new(Some(Arc::new(svc))) })
     }
 
     /// Records this robot's statistics of path `key`, measured now.
@@ -75,8 +77,8 @@ impl PyPathStatsService {
     /// Waits up to `timeout` seconds for a view of the team; whether one came.
     fn wait_view(&self, py: Python<'_>, timeout: f64) -> PyResult<bool> {
         let t = errors::seconds("timeout", timeout)?;
-        let guard = self.svc.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(s) = guard.as_ref() else { return Err(Error::closed_locally().into()) };
+        let svc = self.svc.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(s) = svc else { return Err(Error::closed_locally().into()) };
         Ok(py.detach(|| s.wait_view(t)))
     }
 
@@ -105,6 +107,9 @@ impl PyPathStatsService {
     /// Stops the service and closes its group socket.
     fn close(&self, py: Python<'_>) {
         let svc = self.svc.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(s) = &svc {
+            s.stop();
+        }
         py.detach(|| drop(svc));
     }
 }

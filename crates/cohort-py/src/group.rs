@@ -216,18 +216,18 @@ fn pids_obj(py: Python<'_>, pids: Vec<u32>) -> PyResult<Py<PyAny>> {
 
 impl PyGroupSocket {
     /// Hands the socket over (to the path statistics service): this object reports closed.
+    /// Under one lock: two threads handing the same socket over cannot both get it.
     pub(crate) fn take(&self) -> Result<Arc<GroupSocket>, Error> {
-        let got = self.get()?;
-        *self.sock.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        Ok(got)
+        self.sock.lock().unwrap_or_else(|p| p.into_inner()).take().ok_or_else(closed)
     }
 
     fn get(&self) -> Result<Arc<GroupSocket>, Error> {
-        self.sock.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(|| Error {
-            reason: Some("Local"),
-            ..Error::new(Class::Closed, "Closed", "the group socket was closed")
-        })
+        self.sock.lock().unwrap_or_else(|p| p.into_inner()).clone().ok_or_else(closed)
     }
+}
+
+fn closed() -> Error {
+    Error { reason: Some("Local"), ..Error::new(Class::Closed, "Closed", "the group socket was closed") }
 }
 
 #[pymethods]
