@@ -123,8 +123,7 @@ def test_the_start_up_is_chosen_on_the_selection_table_among_the_candidates() ->
     assert set(c["candidates"]) == {"1", "3"}
     best = min(r["trials_to_within_5pct_median"] for r in c["candidates"].values())
     assert c["candidates"][str(c["chosen"])]["trials_to_within_5pct_median"] == best
-    # the same start-up reaches the replay's sampler: one start-up trial is the default alone,
-    # so TPE models from the second trial on and differs from plain random search
+    # the chosen start-up is the one the replay's sampler is built with
     r = bench.replay(table, seeds=1, budget=4, n_startup=c["chosen"])
     assert r["tpe_n_startup"] == c["chosen"]
 
