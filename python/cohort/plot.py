@@ -307,17 +307,20 @@ GROUP_COLORS = {
 
 
 def _bars(ax: Any, sizes: list[dict[str, Any]], part: str, key: str) -> None:
-    """Grouped bars: one group per size, one bar per system."""
+    """Grouped bars: one group per size, one bar per system, with the 95% interval of the
+    runs' mean (``KEY_ci95``) where the runs differed."""
     systems = [s for s in GROUP_COLORS if any(s in size[part] for size in sizes)]
     width = 0.8 / max(1, len(systems))
     for i, name in enumerate(systems):
-        xs, ys = [], []
+        xs, ys, errs = [], [], []
         for j, size in enumerate(sizes):
-            v = size[part].get(name, {}).get(key)
+            figures = size[part].get(name, {})
+            v = figures.get(key)
             if isinstance(v, (int, float)):
                 xs.append(j + (i - (len(systems) - 1) / 2) * width)
                 ys.append(v)
-        ax.bar(xs, ys, width=width, label=name, color=GROUP_COLORS[name])
+                errs.append(figures.get(f"{key}_ci95", 0.0))
+        ax.bar(xs, ys, width=width, yerr=errs, capsize=2, label=name, color=GROUP_COLORS[name])
     ax.set_xticks(range(len(sizes)), [f"{size['nodes']} nodes" for size in sizes])
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7)

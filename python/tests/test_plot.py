@@ -103,7 +103,7 @@ def test_coorp_gate_chart(tmp_path: Path) -> None:
 
 
 def test_group_chart(tmp_path: Path) -> None:
-    rr = {"throughput_per_s": 6.0, "latency": {"cdf_ms": [150.0, 160.0, 170.0]}}
+    rr = {"throughput_per_s": 6.0, "throughput_per_s_ci95": 0.4, "latency": {"cdf_ms": [150.0, 160.0, 170.0]}}
     report = {
         "sizes": [
             {

@@ -5,7 +5,7 @@
 
 use crate::arq::{ArqConfig, ArqReceiver, ArqSender};
 use crate::block::{BlockConfig, BlockReceiver, BlockSender};
-use crate::stats::{DelayFigures, mean, mean_ci95, round};
+use crate::stats::{DelayFigures, MeanCi, mean, round};
 use cohort_medium::link::{Duplex, LinkParams, LossModel};
 use cohort_proto::lrt::{Config, Connection, State};
 use cohort_time::Instant;
@@ -90,21 +90,6 @@ impl SchemeFigures {
             lost_by_link: sum(|r| r.lost_by_link),
             delays_ms,
         }
-    }
-}
-
-/// Mean of per-run values and the half-width of its 95% interval.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct MeanCi {
-    pub mean: f64,
-    pub ci95: f64,
-    pub runs: usize,
-}
-
-impl MeanCi {
-    pub fn of(v: &[f64]) -> Self {
-        let (m, h) = mean_ci95(v);
-        MeanCi { mean: round(m, 4), ci95: round(h, 4), runs: v.len() }
     }
 }
 

@@ -1,5 +1,7 @@
 //! Small helpers for timing and distributions.
 
+use serde::Serialize;
+use serde_json::{Map, Value, json};
 use std::time::{Duration, Instant};
 
 /// Runs `f` repeatedly for at least `min_time` (and at least `min_reps` times) after one
@@ -85,7 +87,7 @@ pub fn thin(sorted: &[f64], points: usize) -> Vec<f64> {
 }
 
 /// The distribution of per-message delays every transport benchmark reports.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct DelayFigures {
     pub p50_ms: f64,
     pub p90_ms: f64,
@@ -110,6 +112,92 @@ impl DelayFigures {
     }
 }
 
+/// Mean of per-run values and the half-width of its 95% interval.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct MeanCi {
+    pub mean: f64,
+    pub ci95: f64,
+    pub runs: usize,
+}
+
+impl MeanCi {
+    pub fn of(v: &[f64]) -> Self {
+        let (m, h) = mean_ci95(v);
+        MeanCi { mean: round(m, 4), ci95: round(h, 4), runs: v.len() }
+    }
+}
+
+/// Pools the same-shaped JSON reports of repeated runs into one report of that shape:
+///
+/// * a number becomes the runs' mean, with `KEY_ci95` beside it (the half-width of its 95%
+///   interval, Student's t) where the runs differ (a number every run has alike stays as it
+///   is); a `count` becomes the runs' sum;
+/// * a list of numbers named `cdf_ms` (a distribution's thinned quantiles) becomes the pooled
+///   distribution's, any other list of numbers the runs' values one after the other;
+/// * a list of objects is pooled element by element, an object key by key;
+/// * an object that reports an `error` in some runs is pooled over the others and says how
+///   many failed (`failed_runs`) and why (`errors`);
+/// * anything else (strings, booleans) is the first run's.
+pub fn pool_runs(runs: &[&Value]) -> Value {
+    pool_at(runs, "")
+}
+
+fn pool_at(runs: &[&Value], key: &str) -> Value {
+    let ok: Vec<&Value> = runs.iter().copied().filter(|v| v.get("error").is_none()).collect();
+    let Some(first) = ok.first() else { return runs.first().map_or(Value::Null, |v| (*v).clone()) };
+    match first {
+        Value::Number(_) => {
+            let xs: Vec<f64> = ok.iter().filter_map(|v| v.as_f64()).collect();
+            if key == "count" {
+                json!(xs.iter().sum::<f64>())
+            } else if ok.iter().all(|v| v == first) {
+                (*first).clone()
+            } else {
+                json!(round(mean(&xs), 4))
+            }
+        }
+        Value::Object(fields) => {
+            let mut out = Map::new();
+            for (k, v) in fields {
+                let children: Vec<&Value> = ok.iter().filter_map(|r| r.get(k)).collect();
+                out.insert(k.clone(), pool_at(&children, k));
+                if v.is_number() && k != "count" && children.iter().any(|c| *c != children[0]) {
+                    let xs: Vec<f64> = children.iter().filter_map(|v| v.as_f64()).collect();
+                    out.insert(format!("{k}_ci95"), json!(round(mean_ci95(&xs).1, 4)));
+                }
+            }
+            if ok.len() < runs.len() {
+                out.insert("failed_runs".into(), json!(runs.len() - ok.len()));
+                let errors: Vec<&Value> = runs.iter().filter_map(|r| r.get("error")).collect();
+                out.insert("errors".into(), json!(errors));
+            }
+            Value::Object(out)
+        }
+        Value::Array(_) => {
+            let items = || ok.iter().flat_map(|r| r.as_array().into_iter().flatten());
+            if items().any(Value::is_number) {
+                let mut xs: Vec<f64> = items().filter_map(Value::as_f64).collect();
+                if key == "cdf_ms" {
+                    xs.sort_by(f64::total_cmp);
+                    xs = thin(&xs, CDF_POINTS);
+                }
+                Value::Array(
+                    xs.into_iter().map(|x| json!(x)).chain(items().filter(|v| !v.is_number()).cloned()).collect(),
+                )
+            } else {
+                let len = ok.iter().filter_map(|r| r.as_array().map(Vec::len)).max().unwrap_or(0);
+                Value::Array(
+                    (0..len).map(|i| pool_at(&ok.iter().filter_map(|r| r.get(i)).collect::<Vec<_>>(), key)).collect(),
+                )
+            }
+        }
+        other => (*other).clone(),
+    }
+}
+
+/// Points of a pooled `cdf_ms`.
+pub const CDF_POINTS: usize = 200;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +216,31 @@ mod tests {
         assert_eq!(mean_ci95(&[5.0]), (5.0, 0.0));
         let f = DelayFigures::of(&d, 99.0);
         assert_eq!((f.p50_ms, f.max_ms, f.share_at_owd), (501.0, 1000.0, 0.1));
+    }
+
+    #[test]
+    fn pooled_runs_keep_their_shape_with_means_intervals_and_failures() {
+        let a = json!({ "sys": { "thr": 4.0, "lat": { "count": 2, "cdf_ms": [1.0, 3.0] } },
+                        "crashes": [900.0], "joins": [{ "d": 10.0 }, { "error": "x" }], "name": "a" });
+        let b = json!({ "sys": { "thr": 6.0, "lat": { "count": 3, "cdf_ms": [2.0, 4.0] } },
+                        "crashes": [950.0, { "error": "no takeover" }], "joins": [{ "d": 20.0 }, { "d": 7.0 }], "name": "b" });
+        let c = json!({ "sys": { "error": "bind failed" }, "crashes": [], "joins": [], "name": "c" });
+        let p = pool_runs(&[&a, &b, &c]);
+        assert_eq!(p["sys"]["thr"], 5.0);
+        assert_eq!(p["sys"]["thr_ci95"], round(12.706 * 1.0, 4), "t with one degree of freedom, sd √2, n 2");
+        assert_eq!(p["sys"]["lat"]["count"], 5.0, "counts add up");
+        assert!(p["sys"]["lat"].get("count_ci95").is_none());
+        assert_eq!(p["sys"]["lat"]["cdf_ms"], json!([1.0, 2.0, 3.0, 4.0]));
+        assert_eq!((p["sys"]["failed_runs"].clone(), p["sys"]["errors"].clone()), (json!(1), json!(["bind failed"])));
+        assert_eq!(p["crashes"], json!([900.0, 950.0, { "error": "no takeover" }]));
+        assert_eq!(p["joins"][0]["d"], 15.0);
+        assert_eq!((p["joins"][1]["d"].clone(), p["joins"][1]["failed_runs"].clone()), (json!(7.0), json!(1)));
+        assert_eq!(p["name"], "a");
+        let same = pool_runs(&[&json!({ "nodes": 12 }), &json!({ "nodes": 12 })]);
+        assert_eq!(same, json!({ "nodes": 12 }), "alike runs: the value as it is, no interval");
+        let one = pool_runs(&[&c, &a]);
+        assert_eq!((one["sys"]["thr"].clone(), one["crashes"].clone()), (json!(4.0), json!([900.0])));
+        assert!(one["sys"].get("thr_ci95").is_none(), "one run has no interval");
+        assert_eq!(pool_runs(&[&c, &b])["joins"].as_array().map(Vec::len), Some(2), "an empty first list");
     }
 }

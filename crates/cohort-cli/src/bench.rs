@@ -257,6 +257,10 @@ struct GroupArgs {
     /// Skip the Zenoh baseline.
     #[arg(long)]
     no_zenoh: bool,
+    /// Repetitions of the whole bench (GCBRR before the baselines in odd-numbered runs, after
+    /// them in even-numbered ones); figures are their means with 95% intervals.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
     /// Write the figures here, and the JSON next to it (`.json`).
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -769,8 +773,8 @@ fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
     if a.join_from.iter().any(|&n| !(1..12).contains(&n)) {
         return Err(BenchError::Invalid("--join-from: each in 1..12".into()));
     }
-    if a.interactions == 0 || a.polls == 0 || !(1..=60_000).contains(&a.payload) {
-        return Err(BenchError::Invalid("--interactions, --polls positive; --payload in 1..=60000".into()));
+    if a.interactions == 0 || a.polls == 0 || a.reps == 0 || !(1..=60_000).contains(&a.payload) {
+        return Err(BenchError::Invalid("--interactions, --polls, --reps positive; --payload in 1..=60000".into()));
     }
     let p = GroupParams {
         sizes: a.sizes.clone(),
@@ -779,6 +783,7 @@ fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
         payload: a.payload,
         join_from: a.join_from.clone(),
         failovers: a.failovers,
+        reps: a.reps,
         zenoh: !a.no_zenoh,
         ..GroupParams::default()
     };
