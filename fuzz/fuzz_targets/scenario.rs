@@ -1,5 +1,5 @@
-//! The scenario parsers (`cohort sim`'s TOML, the testbed's TOML and JSON, link trace files)
-//! on arbitrary text:
+//! The scenario parsers (`cohort sim`'s TOML, the testbed's TOML and JSON, link trace files,
+//! `cohort bench beams`' team files) on arbitrary text:
 //! any input gives a scenario or a typed error, never a panic. Each input is tried as it is,
 //! and spliced into one of the repository's own scenario files (the first byte picks the file,
 //! the next two where the bytes go), so that mutations reach the validation behind the TOML
@@ -8,7 +8,8 @@
 
 use libfuzzer_sys::fuzz_target;
 
-const SEEDS: [&str; 7] = [
+const SEEDS: [&str; 8] = [
+    include_str!("../../scenarios/beams_team.toml"),
     include_str!("../../scenarios/edca_sat.toml"),
     include_str!("../../scenarios/lrt_crash.toml"),
     include_str!("../../scenarios/lrt_p2p_lossy.toml"),
@@ -23,6 +24,7 @@ fn parse_all(text: &str) {
     let _ = cohort_emu::TestbedScenario::parse(text);
     let _ = cohort_emu::TestbedScenario::from_json(text);
     let _ = cohort_sim::mobility::parse_trace(text);
+    let _ = cohort_sim::beams::TeamFile::from_toml(text);
 }
 
 fuzz_target!(|data: &[u8]| {

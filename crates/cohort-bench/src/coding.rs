@@ -3,9 +3,11 @@
 //!
 //! Units: `*_gbps` are gigabits per second of source data processed (for `axpy`, of the
 //! source operand). Each figure is the median over repetitions run for at least
-//! `min_time_ms`, after one warm-up repetition.
+//! `min_time_ms`, after one warm-up repetition; `spread` gives each one's repetitions and the
+//! 2.5-97.5% range of their throughputs, and `ratio_ranges` the range of each ratio those
+//! admit (numerator's low over denominator's high to high over low).
 
-use crate::stats::{gbps, median, round, time_reps};
+use crate::stats::{gbps, median, quantile, round, time_reps};
 use cohort_coding::gf256::Kernel;
 use cohort_coding::{CoderConfig, Decoder, Encoder, RepairInfo};
 use rand::{Rng, RngCore, SeedableRng};
@@ -68,6 +70,10 @@ pub struct CodingReport {
     /// symbols (no systematic copies), i.e. a full 64x64 elimination.
     pub block_decode_gbps_k64: f64,
     pub block_decode_vs_rlnc_ratio: f64,
+    /// Each figure above: its repetitions and the range of their throughputs.
+    pub spread: BTreeMap<&'static str, Spread>,
+    /// Each ratio above: the lowest and highest the figures' ranges admit.
+    pub ratio_ranges: BTreeMap<&'static str, [f64; 2]>,
     pub stream: StreamFigures,
     pub params: CodingParams,
     pub command: String,
@@ -77,6 +83,41 @@ pub struct CodingReport {
 pub struct KernelFigures {
     pub axpy_gbps: f64,
     pub combine64_gbps: f64,
+    #[serde(skip)]
+    axpy: Timed,
+}
+
+/// A throughput figure's repetitions and the 2.5-97.5% range of their throughputs.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Spread {
+    pub reps: usize,
+    pub low_gbps: f64,
+    pub high_gbps: f64,
+}
+
+/// The median throughput of timed repetitions and their spread.
+#[derive(Debug, Clone, Copy, Default)]
+struct Timed {
+    gbps: f64,
+    spread: Spread,
+}
+
+impl Timed {
+    /// Repetitions `t` that each processed `bytes`.
+    fn of(bytes: usize, mut t: Vec<Duration>) -> Timed {
+        let mut g: Vec<f64> = t.iter().map(|&d| gbps(bytes, d)).collect();
+        g.sort_by(f64::total_cmp);
+        let spread =
+            Spread { reps: g.len(), low_gbps: round(quantile(&g, 0.025), 3), high_gbps: round(quantile(&g, 0.975), 3) };
+        Timed { gbps: gbps(bytes, median(&mut t)), spread }
+    }
+
+    /// `self / other` and the range of that ratio their spreads admit.
+    fn over(&self, other: &Timed) -> (f64, [f64; 2]) {
+        let (a, b) = (self.spread, other.spread);
+        let r = |x: f64, y: f64| round(x / y.max(1e-9), 2);
+        (r(self.gbps, other.gbps), [r(a.low_gbps, b.high_gbps), r(a.high_gbps, b.low_gbps)])
+    }
 }
 
 /// What happened on the lossy stream the encode/decode figures were measured on.
@@ -101,12 +142,12 @@ fn kernel_figures(k: Kernel, p: &CodingParams, rng: &mut ChaCha8Rng) -> KernelFi
     let src = random_bytes(rng, n);
     let mut dst = random_bytes(rng, n);
     const INNER: usize = 256;
-    let mut t = time_reps(p.min_time / 4, 5, || {
+    let t = time_reps(p.min_time / 4, 5, || {
         for c in 0..INNER {
             k.axpy(&mut dst, (c as u8) | 2, &src);
         }
     });
-    let axpy = gbps(n * INNER, median(&mut t));
+    let axpy = Timed::of(n * INNER, t);
     let srcs: Vec<Vec<u8>> = (0..64).map(|_| random_bytes(rng, n)).collect();
     let terms: Vec<(u8, &[u8])> = srcs.iter().enumerate().map(|(i, s)| (i as u8 | 2, &s[..])).collect();
     let mut t = time_reps(p.min_time / 4, 5, || {
@@ -115,7 +156,7 @@ fn kernel_figures(k: Kernel, p: &CodingParams, rng: &mut ChaCha8Rng) -> KernelFi
         }
     });
     let combine = gbps(n * 64 * (INNER / 16), median(&mut t));
-    KernelFigures { axpy_gbps: round(axpy, 2), combine64_gbps: round(combine, 2) }
+    KernelFigures { axpy_gbps: round(axpy.gbps, 2), combine64_gbps: round(combine, 2), axpy }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -239,13 +280,13 @@ fn replay_decoder(p: &CodingParams, trace: &Trace) -> u64 {
 }
 
 /// The `rlnc` crate's decoder on one 64-piece generation of the same total size.
-fn rlnc_decode_gbps(p: &CodingParams, rng: &mut ChaCha8Rng) -> f64 {
+fn rlnc_decode(p: &CodingParams, rng: &mut ChaCha8Rng) -> Timed {
     const K: usize = 64;
     let data = random_bytes(rng, K * p.symbol_size);
     let enc = rlnc::full::Encoder::new(data, K).expect("valid generation");
     let pieces: Vec<Vec<u8>> = (0..K + 16).map(|_| enc.code(rng)).collect();
     let piece_len = enc.get_piece_byte_len();
-    let mut t = time_reps(p.min_time, 3, || {
+    let t = time_reps(p.min_time, 3, || {
         let mut d = rlnc::full::Decoder::new(piece_len, K).expect("valid decoder");
         for piece in &pieces {
             if d.is_already_decoded() {
@@ -255,12 +296,12 @@ fn rlnc_decode_gbps(p: &CodingParams, rng: &mut ChaCha8Rng) -> f64 {
         }
         assert!(d.is_already_decoded(), "rlnc: 80 random pieces did not reach full rank");
     });
-    gbps(K * p.symbol_size, median(&mut t))
+    Timed::of(K * p.symbol_size, t)
 }
 
 /// Our decoder given a 64-symbol window only through repair symbols: the worst case for it
 /// and the rlnc crate's normal case.
-fn block_decode_gbps(p: &CodingParams, rng: &mut ChaCha8Rng) -> f64 {
+fn block_decode(p: &CodingParams, rng: &mut ChaCha8Rng) -> Timed {
     const K: usize = 64;
     let cfg = CoderConfig { symbol_size: p.symbol_size, max_window: K };
     let mut enc = Encoder::new(cfg).expect("valid config");
@@ -273,7 +314,7 @@ fn block_decode_gbps(p: &CodingParams, rng: &mut ChaCha8Rng) -> f64 {
             (enc.repair(&mut buf).expect("window not empty"), buf)
         })
         .collect();
-    let mut t = time_reps(p.min_time, 3, || {
+    let t = time_reps(p.min_time, 3, || {
         let mut dec = Decoder::new(cfg).expect("valid config");
         let mut released = 0;
         for (info, payload) in &repairs {
@@ -287,7 +328,7 @@ fn block_decode_gbps(p: &CodingParams, rng: &mut ChaCha8Rng) -> f64 {
         }
         assert_eq!(released, K, "80 repairs did not decode 64 symbols");
     });
-    gbps(K * p.symbol_size, median(&mut t))
+    Timed::of(K * p.symbol_size, t)
 }
 
 /// Runs the coding benchmark.
@@ -298,33 +339,55 @@ pub fn run(p: &CodingParams) -> CodingReport {
         kernels.insert(k.to_string(), kernel_figures(k, p, &mut rng));
     }
     let best = Kernel::best();
-    let scalar = kernels[&Kernel::SCALAR.to_string()].axpy_gbps;
-    let simd = kernels[&best.to_string()].axpy_gbps;
+    let scalar = kernels[&Kernel::SCALAR.to_string()].axpy;
+    let simd = kernels[&best.to_string()].axpy;
 
     let data: Vec<Vec<u8>> = (0..p.symbols).map(|_| random_bytes(&mut rng, p.symbol_size)).collect();
     let trace = record(p, &data);
     let bytes = p.symbols as usize * p.symbol_size;
-    let mut te = time_reps(p.min_time, 3, || replay_encoder(p, &data, &trace));
-    let encode = gbps(bytes, median(&mut te));
-    let mut td = time_reps(p.min_time, 3, || {
+    let encode = Timed::of(bytes, time_reps(p.min_time, 3, || replay_encoder(p, &data, &trace)));
+    let td = time_reps(p.min_time, 3, || {
         assert_eq!(replay_decoder(p, &trace), p.symbols, "replayed decoder released everything");
     });
-    let decode = gbps(bytes, median(&mut td));
-    let rlnc = rlnc_decode_gbps(p, &mut rng);
-    let block = block_decode_gbps(p, &mut rng);
+    let decode = Timed::of(bytes, td);
+    let rlnc = rlnc_decode(p, &mut rng);
+    let block = block_decode(p, &mut rng);
+    let (simd_over_scalar, simd_range) = simd.over(&scalar);
+    let (decode_over_rlnc, decode_range) = decode.over(&rlnc);
+    let (block_over_rlnc, block_range) = block.over(&rlnc);
+    let spread = [
+        ("axpy_scalar_gbps", scalar),
+        ("axpy_simd_gbps", simd),
+        ("encode_gbps_w64", encode),
+        ("decode_gbps_w64", decode),
+        ("rlnc_crate_decode_gbps_k64", rlnc),
+        ("block_decode_gbps_k64", block),
+    ]
+    .into_iter()
+    .map(|(k, t)| (k, t.spread))
+    .collect();
+    let ratio_ranges = [
+        ("axpy_simd_over_scalar", simd_range),
+        ("decode_vs_rlnc_ratio", decode_range),
+        ("block_decode_vs_rlnc_ratio", block_range),
+    ]
+    .into_iter()
+    .collect();
 
     CodingReport {
         kernel: best.to_string(),
-        axpy_scalar_gbps: scalar,
-        axpy_simd_gbps: simd,
-        axpy_simd_over_scalar: round(simd / scalar.max(1e-9), 2),
+        axpy_scalar_gbps: round(scalar.gbps, 2),
+        axpy_simd_gbps: round(simd.gbps, 2),
+        axpy_simd_over_scalar: simd_over_scalar,
         kernels,
-        encode_gbps_w64: round(encode, 3),
-        decode_gbps_w64: round(decode, 3),
-        rlnc_crate_decode_gbps_k64: round(rlnc, 3),
-        decode_vs_rlnc_ratio: round(decode / rlnc.max(1e-9), 2),
-        block_decode_gbps_k64: round(block, 3),
-        block_decode_vs_rlnc_ratio: round(block / rlnc.max(1e-9), 2),
+        encode_gbps_w64: round(encode.gbps, 3),
+        decode_gbps_w64: round(decode.gbps, 3),
+        rlnc_crate_decode_gbps_k64: round(rlnc.gbps, 3),
+        decode_vs_rlnc_ratio: decode_over_rlnc,
+        block_decode_gbps_k64: round(block.gbps, 3),
+        block_decode_vs_rlnc_ratio: block_over_rlnc,
+        spread,
+        ratio_ranges,
         stream: trace.stream,
         params: p.clone(),
         command: format!("cohort bench coding --json --seed {}", p.seed),
@@ -351,6 +414,16 @@ mod tests {
             "decode_vs_rlnc_ratio",
         ] {
             assert!(v[key].as_f64().is_some_and(|x| x > 0.0), "{key} missing or zero");
+        }
+        for (key, s) in &r.spread {
+            assert!(s.reps >= 3 && s.low_gbps > 0.0 && s.low_gbps <= s.high_gbps, "{key}: {s:?}");
+            // The figures are rounded to 0.01 at most.
+            let x = v[key].as_f64().unwrap();
+            assert!(s.low_gbps <= x + 0.01 && x <= s.high_gbps + 0.01, "{key}: {x} outside {s:?}");
+        }
+        for (key, [lo, hi]) in &r.ratio_ranges {
+            let x = v[key].as_f64().unwrap();
+            assert!(*lo <= x + 0.01 && x <= *hi + 0.01, "{key}: {x} outside [{lo}, {hi}]");
         }
     }
 }

@@ -82,6 +82,9 @@ enum Which {
         samples: usize,
         #[arg(long, default_value_t = 500)]
         interval_us: u64,
+        /// Repetitions of `--samples` wake-ups per timer, the timers' order rotating.
+        #[arg(long, default_value_t = 5)]
+        reps: usize,
     },
 }
 
@@ -467,11 +470,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::TestbedFidelity(a) => fidelity(&a),
         Which::Transport(a) => transport(&a),
         Which::Group(a) => group(&a),
-        Which::Timer { json, samples, interval_us } => {
-            if samples == 0 || interval_us == 0 {
-                return Err(BenchError::Invalid("--samples and --interval-us must be positive".into()));
+        Which::Timer { json, samples, interval_us, reps } => {
+            if samples == 0 || interval_us == 0 || reps == 0 {
+                return Err(BenchError::Invalid("--samples, --interval-us and --reps must be positive".into()));
             }
-            let r = cohort_bench::timer::run(samples, Duration::from_micros(interval_us))
+            let r = cohort_bench::timer::run(samples, Duration::from_micros(interval_us), reps)
                 .map_err(|source| BenchError::Write { path: "timerfd".into(), source })?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());

@@ -3,10 +3,17 @@
 //! Generated messages carry a header `COHT | sequence u64 | send time (Unix ns) u64` so the
 //! receiver can report per-message delay (meaningful across hosts only with synchronised
 //! clocks) and check order. Lines from stdin travel as they are and are printed by `recv`.
+//!
+//! A multipath sender can share per-path statistics with its team (`--path-key` and the
+//! `--share-*` options): it takes part in the team's sharing rounds (a group of its own,
+//! `cohort_net::federated`), starts each path from what the team learned of that path's key,
+//! and hands in what it learned itself before it exits.
 
 use clap::{Args, Subcommand};
-use cohort_net::{LrtListener, LrtSocket, MpLrtSocket, NetError, SocketConfig};
+use cohort_net::federated::{FederatedError, PathStatsService};
+use cohort_net::{GroupConfig, GroupSocket, LrtListener, LrtSocket, MpLrtSocket, NetError, SocketConfig, Start};
 use cohort_proto::lrt::CloseReason;
+use cohort_proto::multipath::federated::PathKey;
 use serde::Serialize;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
@@ -61,6 +68,8 @@ enum LrtCmd {
         path: Vec<(SocketAddr, SocketAddr)>,
         #[command(flatten)]
         team: TeamArgs,
+        #[command(flatten)]
+        share: ShareArgs,
         /// Generate messages of this many bytes (at least 20) instead of reading stdin.
         #[arg(long)]
         size: Option<usize>,
@@ -94,6 +103,143 @@ enum LrtCmd {
         #[arg(long, default_value_t = 1)]
         peers: usize,
     },
+}
+
+/// Sharing per-path statistics with the team (multipath senders): on when `--path-key` is
+/// given, with the sharing group's `--share-pid`, `--share-addr` and `--share-broadcast`.
+#[derive(Debug, Args)]
+struct ShareArgs {
+    /// The link each `--path` goes over, in the same order (an access point's BSSID, a
+    /// channel, a link's name): the team keeps statistics per key.
+    #[arg(long = "path-key")]
+    path_keys: Vec<String>,
+    /// This robot's id in the sharing group (unique in the team).
+    #[arg(long)]
+    share_pid: Option<u32>,
+    /// Own address and the sharing group's port, e.g. 10.78.0.3:7410.
+    #[arg(long)]
+    share_addr: Option<SocketAddr>,
+    /// The sharing group's broadcast address (same port).
+    #[arg(long)]
+    share_broadcast: Option<SocketAddr>,
+    /// Start as a member of this static sharing group (comma-separated pids); otherwise join it.
+    #[arg(long, value_delimiter = ',')]
+    share_group: Vec<u32>,
+    /// Wait this long for the team's statistics before sending, and at most this long after
+    /// the transfer for the team to take this robot's.
+    #[arg(long, default_value_t = 3.0)]
+    share_wait_s: f64,
+}
+
+/// What stopped `cohort lrt`.
+#[derive(Debug, thiserror::Error)]
+pub enum LrtCmdError {
+    #[error(transparent)]
+    Net(#[from] NetError),
+    #[error("sharing path statistics: {0}")]
+    Share(#[from] FederatedError),
+}
+
+/// This robot's part in the team's path statistics during one transfer.
+struct Sharing {
+    svc: PathStatsService,
+    keys: Vec<PathKey>,
+    wait: Duration,
+    /// Whether the team's view had come when the paths started.
+    view: bool,
+    started_from: Vec<Option<cohort_proto::multipath::bandit::ArmStats>>,
+}
+
+/// The checked `--share-*` options of one transfer.
+struct SharePlan {
+    keys: Vec<PathKey>,
+    group: GroupConfig,
+    start: Start,
+    wait: Duration,
+}
+
+impl SharePlan {
+    /// Checks the options against the `paths` given (before anything connects); `None` when
+    /// nothing is shared.
+    fn new(a: &ShareArgs, t: &TeamArgs, paths: usize) -> Result<Option<SharePlan>, NetError> {
+        if a.path_keys.is_empty() {
+            if a.share_pid.is_some() || a.share_addr.is_some() || a.share_broadcast.is_some() {
+                return Err(NetError::Config("--share-* options need a --path-key per --path".into()));
+            }
+            return Ok(None);
+        }
+        if a.path_keys.len() != paths {
+            let k = a.path_keys.len();
+            return Err(NetError::Config(format!("{k} --path-key for {paths} --path: one per path (multipath only)")));
+        }
+        let (Some(pid), Some(addr), Some(broadcast)) = (a.share_pid, a.share_addr, a.share_broadcast) else {
+            return Err(NetError::Config("--path-key needs --share-pid, --share-addr and --share-broadcast".into()));
+        };
+        if !(a.share_wait_s.is_finite() && (0.0..=600.0).contains(&a.share_wait_s)) {
+            return Err(NetError::Config(format!("--share-wait-s {} must be in [0, 600]", a.share_wait_s)));
+        }
+        let keys = a
+            .path_keys
+            .iter()
+            .map(|k| PathKey::new(k).map_err(|e| NetError::Config(format!("--path-key {k:?}: {e}"))))
+            .collect::<Result<Vec<_>, _>>()?;
+        let start = if a.share_group.is_empty() {
+            Start::Outside { incarnation: cohort_net::group::incarnation_from_clock() }
+        } else {
+            Start::Static(a.share_group.clone())
+        };
+        Ok(Some(SharePlan {
+            keys,
+            group: GroupConfig::new(t.secret.as_bytes().to_vec(), t.team, pid, addr, broadcast),
+            start,
+            wait: Duration::from_secs_f64(a.share_wait_s),
+        }))
+    }
+
+    /// Joins the sharing rounds (a static member at once, or admitted by the coordinator
+    /// within the wait), waits for the team's view, and starts `sock`'s paths from it.
+    fn start(self, sock: &MpLrtSocket) -> Result<Sharing, LrtCmdError> {
+        let joining = matches!(self.start, Start::Outside { .. });
+        let svc = PathStatsService::start(GroupSocket::open(self.group, self.start).map_err(FederatedError::from)?)?;
+        if !joining || svc.group().join(Some(self.wait)).is_ok() {
+            svc.wait_view(self.wait);
+        }
+        let view = svc.known(&self.keys).iter().any(Option::is_some);
+        let started_from = svc.start_paths(sock, &self.keys)?;
+        Ok(Sharing { svc, keys: self.keys, wait: self.wait, view, started_from })
+    }
+}
+
+impl Sharing {
+    /// Hands in what `sock` learned and waits (up to the wait) until the team has taken it:
+    /// a view answered with it as a member, or a round gathered as the coordinator.
+    fn finish(self, sock: &MpLrtSocket) -> Result<serde_json::Value, LrtCmdError> {
+        let before = self.svc.stats();
+        self.svc.publish_socket(sock, &self.keys)?;
+        let end = std::time::Instant::now() + self.wait;
+        let taken = loop {
+            let now = self.svc.stats();
+            if now.views > before.views || now.rounds > before.rounds {
+                break true;
+            }
+            if std::time::Instant::now() >= end {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let st = self.svc.stats();
+        let from: Vec<serde_json::Value> = self
+            .keys
+            .iter()
+            .zip(&self.started_from)
+            .map(|(k, s)| match s {
+                Some(s) => serde_json::json!({ "key": k.as_str(), "u": s.u, "v": s.v }),
+                None => serde_json::json!({ "key": k.as_str(), "cold": true }),
+            })
+            .collect();
+        Ok(serde_json::json!({ "team_view": self.view, "started_from": from, "handed_in": taken,
+            "views": st.views, "rounds": st.rounds, "reports": st.reports, "malformed": st.malformed }))
+    }
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -209,49 +355,72 @@ fn socket_config(t: &TeamArgs) -> SocketConfig {
     c
 }
 
-pub fn run(a: &LrtArgs) -> Result<ExitCode, NetError> {
+pub fn run(a: &LrtArgs) -> Result<ExitCode, LrtCmdError> {
     match &a.cmd {
-        LrtCmd::Send { addr, path, team, size, interval_ms, count, duration_s } => {
+        LrtCmd::Send { addr, path, team, share, size, interval_ms, count, duration_s } => {
             let cfg = socket_config(team);
             let generate = Generate::new(*size, *interval_ms, *count, *duration_s)?;
-            match addr {
-                Some(a) => send(&LrtSocket::connect(*a, cfg)?, team, &generate),
-                None => send(&MpLrtSocket::connect(path, cfg, Default::default())?, team, &generate),
-            }
+            let plan = SharePlan::new(share, team, path.len())?;
+            let summary = match addr {
+                Some(a) => {
+                    let sock = LrtSocket::connect(*a, cfg)?;
+                    let sent = send(&sock, &generate)?;
+                    sock.summary(sent)
+                }
+                None => {
+                    let sock = MpLrtSocket::connect(path, cfg, Default::default())?;
+                    let sharing = plan.map(|p| p.start(&sock)).transpose()?;
+                    let sent = send(&sock, &generate)?;
+                    let mut v = sock.summary(sent);
+                    if let Some(sharing) = sharing {
+                        v["federated"] = sharing.finish(&sock)?;
+                    }
+                    v
+                }
+            };
+            print_sent(&summary, team.json);
+            Ok(ExitCode::SUCCESS)
         }
         LrtCmd::Recv { listen, multipath, team, count, accept_timeout_s, peers } => {
-            let (cfg, wait) = (socket_config(team), Some(Duration::from_secs_f64(accept_timeout_s.max(0.0))));
-            if *peers == 0 || (*peers > 1 && (*multipath || listen.len() > 1)) {
-                return Err(NetError::Config(
-                    "--peers is at least 1, and more than 1 needs one --listen address".into(),
-                ));
-            }
-            if *peers > 1 {
-                let l = LrtListener::bind(listen[0], cfg)?;
-                let conns = (0..*peers).map(|_| l.accept(wait)).collect::<Result<Vec<_>, _>>()?;
-                let sums = std::thread::scope(|s| {
-                    let hs: Vec<_> = conns.iter().map(|c| s.spawn(move || receive(c, team, *count))).collect();
-                    hs.into_iter()
-                        .map(|h| {
-                            h.join().unwrap_or_else(|_| {
-                                Err(NetError::Io(std::io::Error::other("a receiving thread panicked")))
-                            })
-                        })
-                        .collect::<Result<Vec<_>, _>>()
-                })?;
-                for sum in &sums {
-                    report(sum, team.json);
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            if *multipath || listen.len() > 1 {
-                let sock = MpLrtSocket::listen(listen, cfg, Default::default())?;
-                sock.wait_connected(wait)?;
-                recv(&sock, team, *count)
-            } else {
-                recv(&LrtSocket::accept(listen[0], cfg, wait)?, team, *count)
-            }
+            Ok(recv_cmd(listen, *multipath, team, *count, *accept_timeout_s, *peers)?)
         }
+    }
+}
+
+fn recv_cmd(
+    listen: &[SocketAddr],
+    multipath: bool,
+    team: &TeamArgs,
+    count: Option<u64>,
+    accept_timeout_s: f64,
+    peers: usize,
+) -> Result<ExitCode, NetError> {
+    let (cfg, wait) = (socket_config(team), Some(Duration::from_secs_f64(accept_timeout_s.max(0.0))));
+    if peers == 0 || (peers > 1 && (multipath || listen.len() > 1)) {
+        return Err(NetError::Config("--peers is at least 1, and more than 1 needs one --listen address".into()));
+    }
+    if peers > 1 {
+        let l = LrtListener::bind(listen[0], cfg)?;
+        let conns = (0..peers).map(|_| l.accept(wait)).collect::<Result<Vec<_>, _>>()?;
+        let sums = std::thread::scope(|s| {
+            let hs: Vec<_> = conns.iter().map(|c| s.spawn(move || receive(c, team, count))).collect();
+            hs.into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| Err(NetError::Io(std::io::Error::other("a receiving thread panicked"))))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })?;
+        for sum in &sums {
+            report(sum, team.json);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if multipath || listen.len() > 1 {
+        let sock = MpLrtSocket::listen(listen, cfg, Default::default())?;
+        sock.wait_connected(wait)?;
+        recv(&sock, team, count)
+    } else {
+        recv(&LrtSocket::accept(listen[0], cfg, wait)?, team, count)
     }
 }
 
@@ -285,7 +454,8 @@ impl Generate {
     }
 }
 
-fn send(sock: &impl Endpoint, t: &TeamArgs, g: &Generate) -> Result<ExitCode, NetError> {
+/// Sends what `g` says and waits until the receiver has it all; the messages sent.
+fn send(sock: &impl Endpoint, g: &Generate) -> Result<u64, NetError> {
     let mut sent = 0u64;
     match g.size {
         Some(size) => {
@@ -318,15 +488,19 @@ fn send(sock: &impl Endpoint, t: &TeamArgs, g: &Generate) -> Result<ExitCode, Ne
     }
     match sock.flush(Some(Duration::from_secs(30))) {
         // The receiver closed normally (e.g. it had its `--count`): it had everything it wanted.
-        Ok(()) | Err(NetError::Closed(CloseReason::Peer(0))) => {}
-        Err(e) => return Err(e),
+        Ok(()) | Err(NetError::Closed(CloseReason::Peer(0))) => Ok(sent),
+        Err(e) => Err(e),
     }
-    let v = sock.summary(sent);
-    if t.json {
+}
+
+/// The sender's summary `v`, as JSON or text.
+fn print_sent(v: &serde_json::Value, json: bool) {
+    if json {
         println!("{v}");
     } else {
         eprintln!(
-            "sent {sent} messages in {} datagrams ({} source, {} repair symbols), loss seen {:.1}%",
+            "sent {} messages in {} datagrams ({} source, {} repair symbols), loss seen {:.1}%",
+            v["sent"],
             v["datagrams"],
             v["source_symbols"],
             v["repair_symbols"],
@@ -335,8 +509,10 @@ fn send(sock: &impl Endpoint, t: &TeamArgs, g: &Generate) -> Result<ExitCode, Ne
         for p in v["paths"].as_array().into_iter().flatten() {
             eprintln!("  path {}: {p}", p["local"]);
         }
+        if let Some(f) = v.get("federated") {
+            eprintln!("  team statistics: {f}");
+        }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn recv(sock: &impl Endpoint, t: &TeamArgs, count: Option<u64>) -> Result<ExitCode, NetError> {

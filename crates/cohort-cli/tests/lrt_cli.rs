@@ -140,3 +140,62 @@ fn one_port_receives_several_senders_each_in_order() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--peers"), "{bad:?}");
 }
+
+#[test]
+fn a_multipath_sender_starts_from_the_teams_path_statistics_and_hands_in_its_own() {
+    use cohort_net::federated::PathStatsService;
+    use cohort_net::{GroupConfig, GroupSocket, Start};
+    use cohort_proto::multipath::bandit::ArmStats;
+    use cohort_proto::multipath::federated::PathKey;
+    let sp = port("127.0.0.1");
+    let bcast = format!("127.255.255.255:{sp}");
+    // A teammate that used the east access point; it coordinates the sharing group.
+    let mate_addr = format!("127.0.0.31:{sp}").parse().unwrap();
+    let cfg = GroupConfig::new(b"lrt cli test team secret".to_vec(), 1, 1, mate_addr, bcast.parse().unwrap());
+    let mate = PathStatsService::start(GroupSocket::open(cfg, Start::Static(vec![1])).unwrap()).unwrap();
+    let (east, west) = (PathKey::new("ap-east").unwrap(), PathKey::new("ap-west").unwrap());
+    mate.publish(&east, ArmStats { u: 40.0, v: 0.8 }).unwrap();
+
+    let (a, b) = (port("127.0.0.1"), port("127.0.0.2"));
+    let share = ["--path-key", "ap-east", "--path-key", "ap-west", "--share-pid", "2", "--share-wait-s", "5"];
+    let mut send: Vec<String> = share.iter().map(|s| s.to_string()).collect();
+    send.extend(["--share-addr".into(), format!("127.0.0.32:{sp}"), "--share-broadcast".into(), bcast]);
+    send.extend([
+        "--path".into(),
+        format!("127.0.0.1:0=127.0.0.1:{a}"),
+        "--path".into(),
+        format!("127.0.0.2:0=127.0.0.2:{b}"),
+    ]);
+    let (sent, got) =
+        exchange(&["--listen".into(), format!("127.0.0.1:{a}"), "--listen".into(), format!("127.0.0.2:{b}")], &send);
+    assert_eq!((got["messages"].as_u64(), got["in_order"].as_bool()), (Some(300), Some(true)), "{got}");
+    let f = &sent["federated"];
+    assert_eq!(f["team_view"], true, "joined and got the team's view: {sent}");
+    let from = &f["started_from"];
+    assert_eq!((from[0]["key"].as_str(), from[1]["key"].as_str()), (Some("ap-east"), Some("ap-west")), "{f}");
+    assert!(from[0]["u"].as_f64().is_some_and(|u| u > 0.0), "the east path started from the team's: {f}");
+    assert!((from[0]["v"].as_f64().unwrap() - 0.8).abs() < 1e-6, "{f}");
+    assert_eq!(from[1]["cold"], true, "nobody knew the west path: {f}");
+    assert_eq!(f["handed_in"], true, "{f}");
+    // The robot's report reached the coordinator: the teammate now knows the west path.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while mate.known(std::slice::from_ref(&west))[0].is_none() {
+        assert!(std::time::Instant::now() < deadline, "the robot's statistics never reached the team");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sharing_options_are_checked_before_anything_connects() {
+    for (args, want) in [
+        (vec!["--path", "10.0.0.1:0=10.0.0.9:1", "--path-key", "ap"], "--share-pid"),
+        (vec!["--path", "10.0.0.1:0=10.0.0.9:1", "--path-key", "a", "--path-key", "b"], "2 --path-key for 1 --path"),
+        (vec!["10.0.0.9:1", "--path-key", "a"], "multipath only"),
+        (vec!["--path", "10.0.0.1:0=10.0.0.9:1", "--share-pid", "3"], "need a --path-key"),
+    ] {
+        // Checked first: a send that tried to connect would end in a connection error instead.
+        let out = cohort().args(["lrt", "send", "--size", "100"]).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
+    }
+}

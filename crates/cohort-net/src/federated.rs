@@ -11,7 +11,8 @@
 //! combines those into the next view. A robot about to use paths starts each from the view
 //! and its own measurement ([`PathStatsService::start_paths`] on a new [`MpLrtSocket`]),
 //! so its scheduler starts from the team's experience instead of exploring. When the
-//! coordinator changes, the next one gathers from its own store and the reports.
+//! coordinator changes, the next one gathers from its own store and the reports. The
+//! coordinator's service also admits robots that ask to join, once a round.
 
 use crate::group::{GroupError, GroupSocket};
 use crate::mp::MpLrtSocket;
@@ -228,6 +229,14 @@ fn serve(
             counters.rounds.fetch_add(1, Ordering::Relaxed);
             counters.reports.fetch_add((reports.len() - bad) as u64, Ordering::Relaxed);
             counters.malformed.fetch_add(bad as u64, Ordering::Relaxed);
+            // Robots that asked to join are admitted once a round (one join poll: 2·MsgT),
+            // so a robot that arrives later, or restarts, takes part without anyone else
+            // running the team's group.
+            match group.check_joins(Duration::ZERO, Some(GATHER_EVERY)) {
+                Ok(joined) if !joined.is_empty() => tracing::debug!(?joined, "path statistics: admitted"),
+                Ok(_) => {}
+                Err(e) => tracing::debug!(%e, "path statistics: join poll"),
+            }
         }
         let req = match group.next_request(Some(Duration::from_millis(50))) {
             Ok(r) => r,
