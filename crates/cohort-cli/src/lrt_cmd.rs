@@ -163,7 +163,11 @@ impl SharePlan {
     /// nothing is shared.
     fn new(a: &ShareArgs, t: &TeamArgs, paths: usize) -> Result<Option<SharePlan>, NetError> {
         if a.path_keys.is_empty() {
-            if a.share_pid.is_some() || a.share_addr.is_some() || a.share_broadcast.is_some() {
+            if a.share_pid.is_some()
+                || a.share_addr.is_some()
+                || a.share_broadcast.is_some()
+                || !a.share_group.is_empty()
+            {
                 return Err(NetError::Config("--share-* options need a --path-key per --path".into()));
             }
             return Ok(None);

@@ -192,6 +192,7 @@ fn sharing_options_are_checked_before_anything_connects() {
         (vec!["--path", "10.0.0.1:0=10.0.0.9:1", "--path-key", "a", "--path-key", "b"], "2 --path-key for 1 --path"),
         (vec!["10.0.0.9:1", "--path-key", "a"], "multipath only"),
         (vec!["--path", "10.0.0.1:0=10.0.0.9:1", "--share-pid", "3"], "need a --path-key"),
+        (vec!["--path", "10.0.0.1:0=10.0.0.9:1", "--share-group", "1,2"], "need a --path-key"),
     ] {
         // Checked first: a send that tried to connect would end in a connection error instead.
         let out = cohort().args(["lrt", "send", "--size", "100"]).args(&args).output().unwrap();

@@ -35,7 +35,7 @@ use baselines::{
     rr_coordinator, zenoh_get_command, zenoh_queryable_command,
 };
 
-use crate::stats::{pool_runs, quantile, round, thin};
+use crate::stats::{CDF_POINTS, pool_runs, quantile, round, thin};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use cohort_net::group::{GroupConfig, GroupError, GroupSocket, Start};
 use cohort_proto::group::{Config as GroupTiming, Event};
@@ -183,7 +183,7 @@ fn dist(d: &[Duration]) -> Value {
         "p50_ms": round(quantile(&v, 0.5), 3),
         "p99_ms": round(quantile(&v, 0.99), 3),
         "max_ms": round(v[v.len() - 1], 3),
-        "cdf_ms": thin(&v, 200).into_iter().map(|x| round(x, 3)).collect::<Vec<_>>(),
+        "cdf_ms": thin(&v, CDF_POINTS).into_iter().map(|x| round(x, 3)).collect::<Vec<_>>(),
     })
 }
 
