@@ -133,7 +133,7 @@ impl MeanCi {
 ///   interval, Student's t) where the runs differ (a number every run has alike stays as it
 ///   is); a `count` becomes the runs' sum;
 /// * a list of numbers named `cdf_ms` (a distribution's thinned quantiles) becomes the pooled
-///   distribution's, any other list of numbers the runs' values one after the other;
+///   distribution's, any other list with numbers in it the runs' items one after the other;
 /// * a list of objects is pooled element by element, an object key by key;
 /// * an object that reports an `error` in some runs is pooled over the others and says how
 ///   many failed (`failed_runs`) and why (`errors`);
@@ -149,7 +149,8 @@ fn pool_at(runs: &[&Value], key: &str) -> Value {
         Value::Number(_) => {
             let xs: Vec<f64> = ok.iter().filter_map(|v| v.as_f64()).collect();
             if key == "count" {
-                json!(xs.iter().sum::<f64>())
+                let whole: Option<Vec<u64>> = ok.iter().map(|v| v.as_u64()).collect();
+                whole.map_or_else(|| json!(xs.iter().sum::<f64>()), |n| json!(n.iter().sum::<u64>()))
             } else if ok.iter().all(|v| v == first) {
                 (*first).clone()
             } else {
@@ -175,15 +176,12 @@ fn pool_at(runs: &[&Value], key: &str) -> Value {
         }
         Value::Array(_) => {
             let items = || ok.iter().flat_map(|r| r.as_array().into_iter().flatten());
-            if items().any(Value::is_number) {
+            if key == "cdf_ms" {
                 let mut xs: Vec<f64> = items().filter_map(Value::as_f64).collect();
-                if key == "cdf_ms" {
-                    xs.sort_by(f64::total_cmp);
-                    xs = thin(&xs, CDF_POINTS);
-                }
-                Value::Array(
-                    xs.into_iter().map(|x| json!(x)).chain(items().filter(|v| !v.is_number()).cloned()).collect(),
-                )
+                xs.sort_by(f64::total_cmp);
+                Value::Array(thin(&xs, CDF_POINTS).into_iter().map(|x| json!(x)).collect())
+            } else if items().any(Value::is_number) {
+                Value::Array(items().cloned().collect())
             } else {
                 let len = ok.iter().filter_map(|r| r.as_array().map(Vec::len)).max().unwrap_or(0);
                 Value::Array(
@@ -228,11 +226,13 @@ mod tests {
         let p = pool_runs(&[&a, &b, &c]);
         assert_eq!(p["sys"]["thr"], 5.0);
         assert_eq!(p["sys"]["thr_ci95"], round(12.706 * 1.0, 4), "t with one degree of freedom, sd √2, n 2");
-        assert_eq!(p["sys"]["lat"]["count"], 5.0, "counts add up");
+        assert_eq!(p["sys"]["lat"]["count"], 5, "counts add up, whole");
         assert!(p["sys"]["lat"].get("count_ci95").is_none());
         assert_eq!(p["sys"]["lat"]["cdf_ms"], json!([1.0, 2.0, 3.0, 4.0]));
         assert_eq!((p["sys"]["failed_runs"].clone(), p["sys"]["errors"].clone()), (json!(1), json!(["bind failed"])));
         assert_eq!(p["crashes"], json!([900.0, 950.0, { "error": "no takeover" }]));
+        let ints = pool_runs(&[&json!({ "handled": [3, 4] }), &json!({ "handled": [5] })]);
+        assert_eq!(ints, json!({ "handled": [3, 4, 5] }), "items kept as they are");
         assert_eq!(p["joins"][0]["d"], 15.0);
         assert_eq!((p["joins"][1]["d"].clone(), p["joins"][1]["failed_runs"].clone()), (json!(7.0), json!(1)));
         assert_eq!(p["name"], "a");

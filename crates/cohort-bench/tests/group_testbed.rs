@@ -1,6 +1,6 @@
-//! A tiny `cohort bench group` on a real testbed (root; CI runs as root): every system runs to
-//! completion over the emulated 1 Mbit/s 802.11 channel and the report carries every figure.
-//! Behaviour only: no timing is asserted.
+//! A tiny `cohort bench group` on a real testbed (root; CI runs as root), two runs: every system
+//! runs to completion over the emulated 1 Mbit/s 802.11 channel in each, and the pooled report
+//! carries every figure. Behaviour only: no timing is asserted.
 
 use cohort_bench::group::{GroupParams, run};
 use serde_json::Value;
@@ -13,18 +13,25 @@ fn every_system_completes_over_the_emulated_channel() {
         polls: 5,
         join_from: vec![9],
         failovers: 1,
+        reps: 2,
         zenoh: false,
         ..GroupParams::default()
     };
     let r = run(&p, |what| eprintln!("{what}")).unwrap_or_else(|e| panic!("group bench: {e}"));
+    assert_eq!(r["runs"].as_array().map(Vec::len), Some(2), "every run's own report");
+    for (k, run) in r["runs"].as_array().unwrap().iter().enumerate() {
+        let c = &run["sizes"][0]["request_reply"]["gcbrr"]["latency"]["count"];
+        assert_eq!(c, 10, "run {k}: every interaction completed");
+    }
     let size = &r["sizes"][0];
     let rr = size["request_reply"].as_object().unwrap();
     for name in ["gcbrr", "tcp_seq", "tcp_par", "rup_seq", "rup_par"] {
         let v = &rr[name];
-        assert!(v.get("error").is_none(), "{name}: {v}");
-        assert_eq!(v["latency"]["count"], 10, "{name}: every interaction completed");
+        assert!(v.get("error").is_none() && v.get("failed_runs").is_none(), "{name}: {v}");
+        assert_eq!(v["latency"]["count"], 20, "{name}: every interaction of both runs, pooled");
     }
-    assert_eq!(rr["gcbrr"]["handled_per_member"], serde_json::json!([10, 10]), "each request handled once");
+    let handled = serde_json::json!([10, 10, 10, 10]);
+    assert_eq!(rr["gcbrr"]["handled_per_member"], handled, "each request handled once, in each run");
     assert_eq!(rr["gcbrr"]["failed_replies"], 0);
     let poll = size["polling"].as_object().unwrap();
     for name in ["gcbrr", "tcp_par", "rup_par"] {
@@ -34,13 +41,15 @@ fn every_system_completes_over_the_emulated_channel() {
     let join = &r["join"][0];
     assert_eq!(join["gcbrr"]["admitted"], 3);
     assert_eq!(join["tcp"]["admitted"], 3, "{}", join["tcp"]);
-    assert_eq!(join["gcbrr"]["join_delay"]["count"], 3);
-    let failover = r["failover_ms"][0].as_f64().expect("a takeover happened");
-    assert!(failover > 0.0);
+    assert_eq!(join["gcbrr"]["join_delay"]["count"], 6);
+    let failovers = r["failover_ms"].as_array().unwrap();
+    assert_eq!(failovers.len(), 2, "one crash per run: {failovers:?}");
+    assert!(failovers.iter().all(|f| f.as_f64().is_some_and(|ms| ms > 0.0)), "a takeover each time: {failovers:?}");
     let s = &r["summary"];
     for k in ["throughput_ratio_vs_tcp", "throughput_ratio_vs_rup", "latency_ratio_vs_tcp", "airtime_efficiency"] {
         assert!(s[k].as_f64().is_some_and(f64::is_finite), "{k}: {s}");
     }
     assert!(s["throughput_ratio_vs_zenoh"].is_null(), "no Zenoh run, no ratio");
+    assert_eq!(s["runs"], 2);
     assert!(matches!(s["goals_met"], Value::Object(_)));
 }
