@@ -100,7 +100,8 @@ fn a_robot_starts_its_paths_from_what_the_team_measured() {
     let started = services[2].start_paths(&tx2, &keys).unwrap();
     assert!(started.iter().all(Option::is_some));
     for (a, want) in tx2.arm_stats().iter().zip(&learned) {
-        assert!(a.u >= want.u, "started from the team's rounds: {a:?} vs {want:?}");
+        // The view's u is an age-weighted mean: equal to the robot's own up to rounding.
+        assert!(a.u >= want.u - 1e-9, "started from the team's rounds: {a:?} vs {want:?}");
     }
     assert!(services[2].start_paths(&tx2, &keys[..1]).is_err(), "one key per path");
 
