@@ -67,7 +67,9 @@ def test_a_robot_starts_its_paths_from_what_the_team_measured() -> None:
         assert start[0] is not None and start[1] is not None, start
         assert services[2].own(KEYS[0]) is None, "adopted, not measured"
         tx2, rx2 = transfer((58, 59), (60, 61), 2)
-        assert services[2].start_paths(tx2, KEYS) == start
+        got = services[2].start_paths(tx2, KEYS)
+        # The view is an age-weighted mean, recomputed at each call: equal up to rounding.
+        assert all(g is not None and g == pytest.approx(w) for g, w in zip(got, start, strict=True)), (got, start)
         tx2.close()
         rx2.close()
         assert services[0].stats()["rounds"] > 0
