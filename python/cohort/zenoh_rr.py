@@ -4,8 +4,9 @@ Zenoh's query/queryable pattern is what a robot team would use today for "one co
 replies", so the group bench runs it next to GCBRR and the point-to-point baselines, on the same
 emulated channel. Two subcommands (``python3 -m cohort.zenoh_rr ...``):
 
-``queryable --listen tcp/IP:PORT --key cohort/rr/<id> --reply-len 1500 --stop-after SECONDS``
-    An ordinary process: a peer-mode session listening on the given endpoint declares a queryable
+``queryable (--listen tcp/IP:PORT | --connect tcp/IP:PORT) --key cohort/rr/<id> --reply-len 1500 --stop-after SECONDS``
+    An ordinary process: a peer-mode session listening on (or connected to, e.g. its robot's
+    ``cohort bridge``) the given endpoint declares a queryable
     on ``--key`` and answers every query with ``--reply-len`` bytes of dummy data (``0xA5``),
     replying on its own key. It prints ``ready`` on stdout (flushed) once the queryable is
     declared, and exits 0 after ``--stop-after`` seconds or on SIGTERM/SIGINT.
@@ -42,7 +43,7 @@ from cohort.bridge.zconf import peer_config
 PAD_BYTE = 0xA5
 
 
-def run_queryable(listen: str, key: str, reply_len: int, stop_after: float) -> int:
+def run_queryable(listen: list[str], connect: list[str], key: str, reply_len: int, stop_after: float) -> int:
     """Serves queries on ``key`` until ``stop_after`` seconds passed or SIGTERM/SIGINT."""
     import zenoh
 
@@ -54,7 +55,7 @@ def run_queryable(listen: str, key: str, reply_len: int, stop_after: float) -> i
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     reply = bytes([PAD_BYTE]) * reply_len
-    session = zenoh.open(peer_config([listen], []))
+    session = zenoh.open(peer_config(listen, connect))
     try:
 
         def on_query(query: Any) -> None:
@@ -136,7 +137,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m cohort.zenoh_rr", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     q = sub.add_parser("queryable", help="answer queries on a key (ordinary process)")
-    q.add_argument("--listen", required=True, help="endpoint, e.g. tcp/10.77.0.2:7447")
+    q.add_argument("--listen", action="append", default=[], help="endpoint to listen on, e.g. tcp/10.77.0.2:7447")
+    q.add_argument("--connect", action="append", default=[], help="endpoint to connect to (repeat)")
     q.add_argument("--key", required=True, help="key expression, e.g. cohort/rr/2")
     q.add_argument("--reply-len", type=_positive_int, default=1500, help="reply payload bytes")
     q.add_argument("--stop-after", type=float, required=True, help="exit after this many seconds")
@@ -154,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     args = _parser().parse_args(argv)
     if args.cmd == "queryable":
-        return run_queryable(args.listen, args.key, args.reply_len, args.stop_after)
+        if not args.listen and not args.connect:
+            _parser().error("queryable: give --listen or --connect")
+        return run_queryable(args.listen, args.connect, args.key, args.reply_len, args.stop_after)
     out = run_get(args.connect, args.key, args.expect, args.request_len, args.interactions, args.timeout_s)
     print(json.dumps(out), flush=True)
     return 0

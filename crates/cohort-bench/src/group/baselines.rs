@@ -109,19 +109,13 @@
 //! 12−N joiners with [`GmMember::joiner`] (which binds the poll socket) and only then call
 //! their `run`, and once all are bound call [`GmCoordinator::join_round`]; finally set the
 //! members' stop flag.
-//!
-//! # Zenoh
-//!
-//! The Zenoh reference runs in Python (`python/cohort/zenoh_rr.py`, PyPI `eclipse-zenoh`);
-//! [`zenoh_queryable_command`] and [`zenoh_get_command`] build the exact invocations and
-//! [`parse_zenoh_get`] reads the result line. See those items for the protocol.
+
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -1934,107 +1928,6 @@ pub fn gm_member(
     m.run(coord_tcp, deadline, stop)
 }
 
-// ---------------------------------------------------------------------------------------------
-// Zenoh
-// ---------------------------------------------------------------------------------------------
-
-/// The repository's `python/` directory (put on `PYTHONPATH` by the Zenoh commands, so they
-/// work whether or not the `cohort` package is installed).
-pub const PYTHON_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../python");
-
-fn zenoh_base(python: &str) -> Command {
-    let mut c = Command::new(python);
-    let path = match std::env::var_os("PYTHONPATH") {
-        Some(p) if !p.is_empty() => {
-            let mut s = std::ffi::OsString::from(PYTHON_DIR);
-            s.push(":");
-            s.push(p);
-            s
-        }
-        _ => PYTHON_DIR.into(),
-    };
-    c.env("PYTHONPATH", path).args(["-m", "cohort.zenoh_rr"]);
-    c
-}
-
-/// The Zenoh ordinary process:
-/// `python3 -m cohort.zenoh_rr queryable --listen tcp/IP:PORT --key cohort/rr/<id>
-/// --reply-len N --stop-after SECONDS`.
-///
-/// It declares a queryable on `key` that answers every query with `reply_len` bytes, prints
-/// `ready` on stdout once declared, and exits after `stop_after` or on SIGTERM. Spawn it inside
-/// the member's namespace (`ip netns exec`, or from a thread already in it), with stdout piped,
-/// and wait for the `ready` line before starting the `get` side.
-pub fn zenoh_queryable_command(
-    python: &str,
-    listen: &str,
-    key: &str,
-    reply_len: usize,
-    stop_after: Duration,
-) -> Command {
-    let mut c = zenoh_base(python);
-    c.args(["queryable", "--listen", listen, "--key", key])
-        .arg("--reply-len")
-        .arg(reply_len.to_string())
-        .arg("--stop-after")
-        .arg(format!("{:.3}", stop_after.as_secs_f64()));
-    c
-}
-
-/// The Zenoh coordinator:
-/// `python3 -m cohort.zenoh_rr get --connect tcp/IP:PORT [--connect ...] --key 'cohort/rr/*'
-/// --expect N --request-len N --interactions K --timeout-s T`.
-///
-/// One `session.get` per interaction with the request as payload, waiting until `expect`
-/// replies arrived; prints one JSON line `{"latencies_ms": [...], "total_s": ..,
-/// "complete": ..}` (read it with [`parse_zenoh_get`]).
-pub fn zenoh_get_command(
-    python: &str,
-    connect: &[String],
-    key: &str,
-    expect: usize,
-    request_len: usize,
-    interactions: usize,
-    timeout: Duration,
-) -> Command {
-    let mut c = zenoh_base(python);
-    c.arg("get");
-    for e in connect {
-        c.args(["--connect", e]);
-    }
-    c.args(["--key", key])
-        .arg("--expect")
-        .arg(expect.to_string())
-        .arg("--request-len")
-        .arg(request_len.to_string())
-        .arg("--interactions")
-        .arg(interactions.to_string())
-        .arg("--timeout-s")
-        .arg(format!("{:.3}", timeout.as_secs_f64()));
-    c
-}
-
-/// The JSON line printed by `zenoh_rr.py get`.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
-pub struct ZenohGetOutput {
-    /// Per completed interaction: `get` issued → last of the expected replies received, ms.
-    pub latencies_ms: Vec<f64>,
-    /// Whole run, seconds.
-    pub total_s: f64,
-    /// Interactions that got all expected replies.
-    pub complete: usize,
-}
-
-/// Parses the last JSON line of `zenoh_rr.py get`'s stdout.
-pub fn parse_zenoh_get(stdout: &str) -> io::Result<ZenohGetOutput> {
-    let line = stdout
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .ok_or_else(|| invalid_data("zenoh_rr get printed no JSON line"))?;
-    serde_json::from_str(line).map_err(|e| invalid_data(format_args!("zenoh_rr get output: {e}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -2442,77 +2335,5 @@ mod tests {
             GmRound { poll_to: &[], joiners_expected: 0, join_t: Duration::from_millis(50), close_early: false };
         let run = coord.join_round(&round, soon(5)).unwrap();
         assert_eq!((run.joined, run.epoch, run.view.len()), (0, 0, 1));
-    }
-
-    /// The exact Rust-built invocations, end to end on loopback; skipped (passes) when
-    /// `python3` cannot import `zenoh`.
-    #[test]
-    fn zenoh_commands_run_end_to_end_when_zenoh_is_installed() {
-        use std::io::BufRead;
-        use std::process::Stdio;
-        let has_zenoh = Command::new("python3")
-            .args(["-c", "import zenoh"])
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !has_zenoh {
-            eprintln!("skipped: python3 cannot import zenoh");
-            return;
-        }
-        let port = TcpListener::bind(lo()).unwrap().local_addr().unwrap().port();
-        let endpoint = format!("tcp/127.0.0.1:{port}");
-        let mut q = zenoh_queryable_command("python3", &endpoint, "cohort/rr/1", 100, Duration::from_secs(20))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        io::BufReader::new(q.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "ready");
-        let out = zenoh_get_command("python3", &[endpoint], "cohort/rr/*", 1, 100, 5, Duration::from_secs(8))
-            .output()
-            .unwrap();
-        q.kill().unwrap();
-        q.wait().unwrap();
-        assert!(out.status.success());
-        let got = parse_zenoh_get(&String::from_utf8_lossy(&out.stdout)).unwrap();
-        assert_eq!((got.complete, got.latencies_ms.len()), (5, 5));
-    }
-
-    #[test]
-    fn zenoh_commands_and_output() {
-        let c = zenoh_queryable_command("python3", "tcp/10.77.0.2:7447", "cohort/rr/2", 1500, Duration::from_secs(30));
-        let args: Vec<_> = c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-        assert_eq!(
-            args,
-            [
-                "-m",
-                "cohort.zenoh_rr",
-                "queryable",
-                "--listen",
-                "tcp/10.77.0.2:7447",
-                "--key",
-                "cohort/rr/2",
-                "--reply-len",
-                "1500",
-                "--stop-after",
-                "30.000"
-            ]
-        );
-        let c = zenoh_get_command(
-            "python3",
-            &["tcp/a:1".into(), "tcp/b:2".into()],
-            "cohort/rr/*",
-            2,
-            1500,
-            10,
-            Duration::from_secs(5),
-        );
-        let args: Vec<_> = c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
-        assert_eq!(args[2..7], ["get", "--connect", "tcp/a:1", "--connect", "tcp/b:2"]);
-        let out = parse_zenoh_get("noise\n{\"latencies_ms\": [1.5, 2], \"total_s\": 0.1, \"complete\": 2}\n").unwrap();
-        assert_eq!(out.latencies_ms, [1.5, 2.0]);
-        assert_eq!(out.complete, 2);
-        assert_eq!(parse_zenoh_get("nothing").unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 }

@@ -29,11 +29,9 @@
 //! sockets), so every timestamp comes from one monotonic clock.
 
 pub mod baselines;
+pub mod zenoh;
 
-use baselines::{
-    Flow, FlowSink, FlowTimers, GmCoordinator, GmMember, GmRound, Rr, RrServer, flow_source, parse_zenoh_get,
-    rr_coordinator, zenoh_get_command, zenoh_queryable_command,
-};
+use baselines::{Flow, FlowSink, FlowTimers, GmCoordinator, GmMember, GmRound, Rr, RrServer, flow_source, rr_coordinator};
 
 use crate::stats::{CDF_POINTS, pool_runs, quantile, round, thin};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
@@ -111,6 +109,8 @@ impl Default for GroupParams {
 /// One testbed: nodes `c`, `m1`, …, on one 802.11b channel at 1 Mbit/s.
 struct Net {
     tb: Testbed,
+    /// Node names, the coordinator first.
+    names: Vec<String>,
     /// Namespace and address per node, the coordinator first.
     nodes: Vec<(String, Ipv4Addr)>,
 }
@@ -133,7 +133,7 @@ impl Net {
             .map(|m| Ok((tb.ns(m)?, tb.addr(m, 0)?)))
             .collect::<Result<Vec<_>, cohort_emu::TestbedError>>()
             .map_err(|e| e.to_string())?;
-        Ok(Net { tb, nodes })
+        Ok(Net { tb, names, nodes })
     }
 
     fn broadcast(&self, port: u16) -> SocketAddr {
@@ -608,21 +608,21 @@ fn zenoh_rr(net: &Net, p: &GroupParams, port: u16) -> Result<Value, String> {
     let mut connect = Vec::new();
     for k in 1..n {
         let ep = format!("tcp/{}", net.addr(k, port));
-        let mut cmd = zenoh_queryable_command("python3", &ep, &format!("cohort/rr/{k}"), p.payload, life);
-        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null());
-        let child = net.spawn(k, move || cmd.spawn()).join().map_err(|_| "spawn panicked")??;
-        children.push(Child(child));
+        let cmd = net.tb.command(&net.names[k], "python3").map_err(|e| e.to_string())?;
+        let cmd = zenoh::queryable_command(cmd, zenoh::Endpoint::Listen(&ep), &format!("cohort/rr/{k}"), p.payload, life);
+        children.push(crate::proc::Proc::spawn(cmd, format!("zenoh queryable on {}", net.names[k]))?);
         connect.push(ep);
     }
-    for c in &mut children {
-        c.wait_ready()?;
+    for c in &children {
+        c.expect_line("ready", Duration::from_secs(30))?;
     }
     let timeout = deadline.saturating_duration_since(Instant::now());
-    let mut cmd = zenoh_get_command("python3", &connect, "cohort/rr/*", n - 1, p.payload, p.interactions, timeout);
+    let cmd = net.tb.command(&net.names[0], "python3").map_err(|e| e.to_string())?;
+    let mut cmd = zenoh::get_command(cmd, &connect, "cohort/rr/*", n - 1, p.payload, p.interactions, timeout);
     cmd.stderr(std::process::Stdio::inherit());
-    let out = net.spawn(0, move || cmd.output()).join().map_err(|_| "get panicked")??;
+    let out = cmd.output().map_err(|e| format!("zenoh get: {e}"))?;
     drop(children);
-    let r = parse_zenoh_get(&String::from_utf8_lossy(&out.stdout)).map_err(|e| e.to_string())?;
+    let r = zenoh::parse_get(&String::from_utf8_lossy(&out.stdout)).map_err(|e| e.to_string())?;
     let lat: Vec<Duration> = r.latencies_ms.iter().map(|&ms| Duration::from_secs_f64(ms / 1e3)).collect();
     Ok(json!({
         "throughput_per_s": round(r.complete as f64 / r.total_s, 3),
@@ -630,27 +630,6 @@ fn zenoh_rr(net: &Net, p: &GroupParams, port: u16) -> Result<Value, String> {
         "latency": dist(&lat),
         "complete": r.complete,
     }))
-}
-
-/// A child process killed when dropped.
-struct Child(std::process::Child);
-
-impl Child {
-    /// Waits for the child's `ready` line.
-    fn wait_ready(&mut self) -> Result<(), String> {
-        use std::io::BufRead;
-        let out = self.0.stdout.take().ok_or("no stdout")?;
-        let mut line = String::new();
-        std::io::BufReader::new(out).read_line(&mut line).map_err(|e| e.to_string())?;
-        if line.trim() == "ready" { Ok(()) } else { Err(format!("zenoh queryable did not start: {line:?}")) }
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The point-to-point N-to-1 runs on `net`.
