@@ -562,6 +562,42 @@ def plot_beams(report: dict[str, Any], out: Path) -> None:
     plt.close(fig)
 
 
+BRIDGE_COLORS = {"zenoh": "tab:blue", "bridge": "tab:red", "bridge_sample_priority": "tab:orange"}
+
+
+def plot_bridge(report: dict[str, Any], out: Path) -> None:
+    """The ROS 2 topic's delay CDF per system (pooled runs) and the get rate with its interval."""
+    _need(report, "systems", "summary", "params")
+    systems = report["systems"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    ax = axes[0]
+    for name, color in BRIDGE_COLORS.items():
+        cdf = systems.get(name, {}).get("topic", {}).get("delay", {}).get("cdf_ms") or []
+        _cdf(ax, cdf, label=name, color=color)
+    ax.set_xscale("log")
+    ax.set_xlabel("one-way delay (ms)")
+    ax.set_ylabel("CDF")
+    ax.set_title(f"{report['params'].get('rate_hz')} Hz ROS 2 topic beside a TCP upload")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax = axes[1]
+    names = [n for n in BRIDGE_COLORS if "get" in systems.get(n, {})]
+    ys = [systems[n]["get"].get("rate_per_s", 0.0) for n in names]
+    err = [systems[n]["get"].get("rate_per_s_ci95", 0.0) for n in names]
+    ax.bar(names, ys, yerr=err, color=[BRIDGE_COLORS[n] for n in names], capsize=3)
+    ax.set_ylabel("complete gets / s")
+    ax.set_title("get to every follower")
+    ax.grid(axis="y", alpha=0.3)
+    ratios = "; ".join(
+        f"{n}: p99 x{v.get('topic_p99_vs_zenoh', {}).get('mean')}, get x{v.get('get_rate_vs_zenoh', {}).get('mean')}"
+        for n, v in report["summary"].items()
+    )
+    fig.suptitle(f"against Zenoh direct: {ratios}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
 PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coding": plot_coding,
     "lrt": plot_lrt,
@@ -575,6 +611,7 @@ PLOTS: dict[str, Callable[[dict[str, Any], Path], None]] = {
     "coorp-testbed": plot_coorp_testbed,
     "multipath": plot_multipath,
     "beams": plot_beams,
+    "bridge": plot_bridge,
 }
 
 

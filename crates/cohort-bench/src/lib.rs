@@ -8,6 +8,7 @@
 pub mod arq;
 pub mod beams;
 pub mod block;
+pub mod bridge_testbed;
 pub mod coding;
 pub mod coorp;
 pub mod coorp_agent_pair;

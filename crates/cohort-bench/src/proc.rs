@@ -92,7 +92,9 @@ impl Proc {
 
     /// Waits until the child prints a line equal to `want` (other lines are skipped).
     pub fn expect_line(&self, want: &str, timeout: Duration) -> Result<(), String> {
-        self.next_line_where(|l| l.trim() == want, timeout).map(|_| ()).map_err(|e| self.failed(&format!("{e} `{want}`")))
+        self.next_line_where(|l| l.trim() == want, timeout)
+            .map(|_| ())
+            .map_err(|e| self.failed(&format!("{e} `{want}`")))
     }
 
     /// Waits for the next line that starts with `{` and parses it as JSON.
@@ -113,6 +115,26 @@ impl Proc {
                 Err(RecvTimeoutError::Timeout) => return Err("timed out waiting for"),
                 Err(RecvTimeoutError::Disconnected) => return Err("exited before printing"),
             }
+        }
+    }
+
+    /// Waits until the child has written `needle` on stderr (a process that logs its start
+    /// there); an error if it exits first or the time runs out.
+    pub fn expect_stderr(&mut self, needle: &str, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.stderr.lock().unwrap_or_else(|p| p.into_inner()).contains(needle) {
+                return Ok(());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // Let the reader catch the last words.
+                std::thread::sleep(Duration::from_millis(50));
+                return Err(self.failed(&format!("exited ({status}) before logging `{needle}`")));
+            }
+            if Instant::now() >= deadline {
+                return Err(self.failed(&format!("timed out waiting for `{needle}` on stderr")));
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -190,6 +212,12 @@ mod tests {
             std::thread::sleep(Duration::from_millis(10));
         }
         assert!(p.stderr_tail().contains("bad config"));
+        let mut c = Command::new("sh");
+        c.args(["-c", "echo starting >&2; sleep 0.2; echo robot 1 up >&2; echo config wrong >&2; exit 1"]);
+        let mut p = Proc::spawn(c, "bridge").unwrap();
+        p.expect_stderr("up", Duration::from_secs(5)).unwrap();
+        let e = p.expect_stderr("ready", Duration::from_secs(5)).unwrap_err();
+        assert!(e.contains("exited (exit status: 1) before logging `ready`") && e.contains("config wrong"), "{e}");
     }
 
     #[test]

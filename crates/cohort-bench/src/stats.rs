@@ -86,6 +86,21 @@ pub fn thin(sorted: &[f64], points: usize) -> Vec<f64> {
     out
 }
 
+/// Distribution figures of values in ms (`count`, mean, p50, p99, max and a thinned CDF that
+/// [`pool_runs`] pools across runs); `{"count": 0}` when there are none.
+pub fn dist_ms(mut v: Vec<f64>) -> serde_json::Value {
+    v.sort_by(f64::total_cmp);
+    let Some(&max) = v.last() else { return serde_json::json!({ "count": 0 }) };
+    serde_json::json!({
+        "count": v.len(),
+        "mean_ms": round(mean(&v), 3),
+        "p50_ms": round(quantile(&v, 0.5), 3),
+        "p99_ms": round(quantile(&v, 0.99), 3),
+        "max_ms": round(max, 3),
+        "cdf_ms": thin(&v, CDF_POINTS).into_iter().map(|x| round(x, 3)).collect::<Vec<_>>(),
+    })
+}
+
 /// The distribution of per-message delays every transport benchmark reports.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct DelayFigures {

@@ -53,6 +53,9 @@ enum Which {
     /// GCBRR vs TCP/RUP/UUP point-to-point request-reply, TCP group management and Zenoh over
     /// the emulated 1 Mbit/s 802.11 channel of seed 003 (root).
     Group(GroupArgs),
+    /// ROS 2 nodes (zenoh-ros2-sdk) across the emulated Wi-Fi team beside a TCP upload: Zenoh
+    /// direct against `cohort bridge` (root).
+    Bridge(BridgeArgs),
     /// Coordinated robotic learning on the simulated 802.11ac channel: EDCA, SchedWiFi, COORP
     /// and its halves, control marked and unmarked, and the scalability sweep (seed 000).
     Coorp(CoorpArgs),
@@ -270,6 +273,45 @@ struct GroupArgs {
 }
 
 #[derive(Debug, Args)]
+struct BridgeArgs {
+    #[arg(long)]
+    json: bool,
+    /// Frame error rate of every station that has none of its own in scenarios/testbed_wifi.toml.
+    #[arg(long, default_value_t = 0.05)]
+    fer: f64,
+    /// Followers of the leader (the get asks every one).
+    #[arg(long, default_value_t = 4)]
+    followers: usize,
+    /// The ROS 2 topic's rate.
+    #[arg(long, default_value_t = 100.0)]
+    rate_hz: f64,
+    /// Measured messages of the topic per run.
+    #[arg(long, default_value_t = 2000)]
+    messages: usize,
+    /// Gets per run.
+    #[arg(long, default_value_t = 200)]
+    gets: usize,
+    /// Bytes of each follower's answer.
+    #[arg(long, default_value_t = 200)]
+    reply_len: usize,
+    /// No TCP upload beside the measurement.
+    #[arg(long)]
+    no_bulk: bool,
+    /// Repetitions, the systems in a rotating order in each.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Systems, comma-separated: zenoh, bridge, bridge_sample_priority.
+    #[arg(long, value_delimiter = ',', default_values_t = ["zenoh".to_string(), "bridge".into(), "bridge_sample_priority".into()])]
+    systems: Vec<String>,
+    /// The bridges' `query_proc_t` (a robot's time to answer in its own session), ms.
+    #[arg(long, default_value_t = 10.0)]
+    query_proc_ms: f64,
+    /// Write the chart here, and the JSON next to it (`.json`).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 struct FidelityArgs {
     #[arg(long)]
     json: bool,
@@ -470,6 +512,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::TestbedFidelity(a) => fidelity(&a),
         Which::Transport(a) => transport(&a),
         Which::Group(a) => group(&a),
+        Which::Bridge(a) => bridge(&a),
         Which::Timer { json, samples, interval_us, reps } => {
             if samples == 0 || interval_us == 0 || reps == 0 {
                 return Err(BenchError::Invalid("--samples, --interval-us and --reps must be positive".into()));
@@ -799,6 +842,44 @@ fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
     }
     if let Some(png) = &a.plot {
         write_and_plot(&png.with_extension("json"), &json, "group")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn bridge(a: &BridgeArgs) -> Result<ExitCode, BenchError> {
+    use cohort_bench::bridge_testbed::{BridgeParams, System};
+    let systems = a
+        .systems
+        .iter()
+        .map(|s| System::parse(s).ok_or_else(|| BenchError::Invalid(format!("--systems: unknown system {s:?}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !(0.0..=10_000.0).contains(&a.query_proc_ms) {
+        return Err(BenchError::Invalid("--query-proc-ms must lie in [0, 10000]".into()));
+    }
+    let p = BridgeParams {
+        fer: a.fer,
+        followers: a.followers,
+        rate_hz: a.rate_hz,
+        messages: a.messages,
+        gets: a.gets,
+        reply_len: a.reply_len,
+        bulk: !a.no_bulk,
+        reps: a.reps,
+        systems,
+        query_proc: Duration::from_secs_f64(a.query_proc_ms / 1e3),
+        ..BridgeParams::default()
+    };
+    p.check().map_err(BenchError::Invalid)?;
+    need_root("bridge")?;
+    let r = cohort_bench::bridge_testbed::run(&p, |what| eprintln!("bridge: {what}")).map_err(BenchError::Run)?;
+    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
+    if a.json {
+        println!("{json}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&r["summary"]).unwrap_or_default());
+    }
+    if let Some(png) = &a.plot {
+        write_and_plot(&png.with_extension("json"), &json, "bridge")?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -30,6 +30,7 @@ fn testbed_commands_refuse_without_root_in_one_line() {
         &["bench", "coorp-gate"],
         &["bench", "coorp", "--testbed", "--no-sim"],
         &["bench", "multipath", "--testbed", "--reps", "1"],
+        &["bench", "bridge", "--reps", "1"],
     ] {
         let out = unprivileged(args);
         let err = String::from_utf8_lossy(&out.stderr);

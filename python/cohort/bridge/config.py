@@ -341,7 +341,7 @@ def parse_config(text: str, *, path: str | None = None, base: Path | None = None
     tt = root.table("timing")
     d = TimingConfig()
     timing = TimingConfig(
-        msg_t=tt.number("msg_t", d.msg_t, lo=0.001, hi=10),
+        msg_t=tt.number("msg_t", d.msg_t, lo=0.0001, hi=10),
         fault_detect_t=tt.number("fault_detect_t", d.fault_detect_t, lo=0.01, hi=600),
         heartbeat_t=tt.number("heartbeat_t", d.heartbeat_t, lo=0.001, hi=60),
         handshake_timeout_s=tt.number("handshake_timeout_s", d.handshake_timeout_s, lo=0.1, hi=600),

@@ -110,7 +110,6 @@
 //! their `run`, and once all are bound call [`GmCoordinator::join_round`]; finally set the
 //! members' stop flag.
 
-
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Display;
 use std::io::{self, Read, Write};

@@ -31,9 +31,11 @@
 pub mod baselines;
 pub mod zenoh;
 
-use baselines::{Flow, FlowSink, FlowTimers, GmCoordinator, GmMember, GmRound, Rr, RrServer, flow_source, rr_coordinator};
+use baselines::{
+    Flow, FlowSink, FlowTimers, GmCoordinator, GmMember, GmRound, Rr, RrServer, flow_source, rr_coordinator,
+};
 
-use crate::stats::{CDF_POINTS, pool_runs, quantile, round, thin};
+use crate::stats::{pool_runs, round};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use cohort_net::group::{GroupConfig, GroupError, GroupSocket, Start};
 use cohort_proto::group::{Config as GroupTiming, Event};
@@ -171,20 +173,7 @@ fn join_all<T>(hs: Vec<JoinHandle<Result<T, String>>>) -> Result<Vec<T>, String>
 
 /// Distribution figures of a set of durations, ms.
 fn dist(d: &[Duration]) -> Value {
-    let mut v: Vec<f64> = d.iter().map(|x| x.as_secs_f64() * 1e3).collect();
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return json!({ "count": 0 });
-    }
-    let mean = crate::stats::mean(&v);
-    json!({
-        "count": v.len(),
-        "mean_ms": round(mean, 3),
-        "p50_ms": round(quantile(&v, 0.5), 3),
-        "p99_ms": round(quantile(&v, 0.99), 3),
-        "max_ms": round(v[v.len() - 1], 3),
-        "cdf_ms": thin(&v, CDF_POINTS).into_iter().map(|x| round(x, 3)).collect::<Vec<_>>(),
-    })
+    crate::stats::dist_ms(d.iter().map(|x| x.as_secs_f64() * 1e3).collect())
 }
 
 /// Answers every request with `payload` bytes until `stop`; returns the requests handled.
@@ -609,7 +598,8 @@ fn zenoh_rr(net: &Net, p: &GroupParams, port: u16) -> Result<Value, String> {
     for k in 1..n {
         let ep = format!("tcp/{}", net.addr(k, port));
         let cmd = net.tb.command(&net.names[k], "python3").map_err(|e| e.to_string())?;
-        let cmd = zenoh::queryable_command(cmd, zenoh::Endpoint::Listen(&ep), &format!("cohort/rr/{k}"), p.payload, life);
+        let cmd =
+            zenoh::queryable_command(cmd, zenoh::Endpoint::Listen(&ep), &format!("cohort/rr/{k}"), p.payload, life);
         children.push(crate::proc::Proc::spawn(cmd, format!("zenoh queryable on {}", net.names[k]))?);
         connect.push(ep);
     }

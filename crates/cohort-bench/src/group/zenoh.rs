@@ -125,14 +125,11 @@ mod tests {
         }
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let endpoint = format!("tcp/127.0.0.1:{port}");
-        // One queryable listens, a second connects to the first's session: both answer.
         let l = queryable_command(python(), Endpoint::Listen(&endpoint), "cohort/rr/1", 100, Duration::from_secs(20));
-        let q1 = crate::proc::Proc::spawn(l, "queryable 1").unwrap();
-        q1.expect_line("ready", Duration::from_secs(10)).unwrap();
-        let c = queryable_command(python(), Endpoint::Connect(&endpoint), "cohort/rr/2", 100, Duration::from_secs(20));
-        let q2 = crate::proc::Proc::spawn(c, "queryable 2").unwrap();
-        q2.expect_line("ready", Duration::from_secs(10)).unwrap();
-        let out = get_command(python(), &[endpoint], "cohort/rr/*", 2, 100, 5, Duration::from_secs(8)).output().unwrap();
+        let q = crate::proc::Proc::spawn(l, "queryable").unwrap();
+        q.expect_line("ready", Duration::from_secs(10)).unwrap();
+        let out =
+            get_command(python(), &[endpoint], "cohort/rr/*", 1, 100, 5, Duration::from_secs(8)).output().unwrap();
         assert!(out.status.success());
         let got = parse_get(&String::from_utf8_lossy(&out.stdout)).unwrap();
         assert_eq!((got.complete, got.latencies_ms.len()), (5, 5));
@@ -167,7 +164,15 @@ mod tests {
         let c = queryable_command(python(), Endpoint::Connect("tcp/127.0.0.1:1"), "k", 1, Duration::from_secs(1));
         let args: Vec<_> = c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(args[2..5], ["queryable", "--connect", "tcp/127.0.0.1:1"]);
-        let c = get_command(python(), &["tcp/a:1".into(), "tcp/b:2".into()], "cohort/rr/*", 2, 1500, 10, Duration::from_secs(5));
+        let c = get_command(
+            python(),
+            &["tcp/a:1".into(), "tcp/b:2".into()],
+            "cohort/rr/*",
+            2,
+            1500,
+            10,
+            Duration::from_secs(5),
+        );
         let args: Vec<_> = c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(args[2..7], ["get", "--connect", "tcp/a:1", "--connect", "tcp/b:2"]);
         let out = parse_get("noise\n{\"latencies_ms\": [1.5, 2], \"total_s\": 0.1, \"complete\": 2}\n").unwrap();
