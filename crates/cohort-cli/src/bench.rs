@@ -385,13 +385,13 @@ struct CoorpArgs {
     /// With --testbed: skip the simulator half.
     #[arg(long, requires = "testbed")]
     no_sim: bool,
-    /// Testbed systems with control marked (edca, coorp, coorp_global, coorp_local,
+    /// Testbed systems with control marked (edca, schedwifi, coorp, coorp_global, coorp_local,
     /// cohort_bulk, cohort_bulk_local (the training's bulk sent as `cohort bulk`, asking the
     /// agents for permits), no_bh, ideal; `ideal` is the denominator of bh_utilization).
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "edca,coorp,coorp_global,coorp_local,cohort_bulk,cohort_bulk_local,no_bh,ideal"
+        default_value = "edca,schedwifi,coorp,coorp_global,coorp_local,cohort_bulk,cohort_bulk_local,no_bh,ideal"
     )]
     testbed_systems: Vec<String>,
     /// Testbed systems with control unmarked (edca, coorp; "" for none).

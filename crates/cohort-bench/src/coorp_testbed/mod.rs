@@ -25,6 +25,7 @@
 pub mod agents;
 mod bulk;
 pub mod channel;
+pub mod schedwifi;
 pub mod workload;
 
 use crate::stats::{mean, quantile, round, thin};
@@ -32,9 +33,11 @@ use agents::{AgentMode, AgentSpec, Agents};
 pub use channel::{choose_channel, model_goodput};
 use cohort_emu::cpustat::CpuTimes;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
+use schedwifi::StSchedule;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
+use std::time::Duration;
 use workload::{Endpoint, WorkloadOutcome, WorkloadParams};
 
 /// The leader's node name; workers are `w1`, `w2`, ...
@@ -46,6 +49,8 @@ pub const LEADER: &str = "leader";
 pub enum TbSystem {
     NoBh,
     Edca,
+    /// SchedWiFi: exclusive ST-windows (Eq. 4, R = 7) and a Time-Aware Shaper per robot.
+    SchedWifi,
     Coorp,
     CoorpGlobal,
     CoorpLocal,
@@ -59,8 +64,9 @@ pub enum TbSystem {
 }
 
 impl TbSystem {
-    pub const MARKED: [TbSystem; 8] = [
+    pub const MARKED: [TbSystem; 9] = [
         TbSystem::Edca,
+        TbSystem::SchedWifi,
         TbSystem::Coorp,
         TbSystem::CoorpGlobal,
         TbSystem::CoorpLocal,
@@ -75,6 +81,7 @@ impl TbSystem {
         match self {
             TbSystem::NoBh => "no_bh",
             TbSystem::Edca => "edca",
+            TbSystem::SchedWifi => "schedwifi",
             TbSystem::Coorp => "coorp",
             TbSystem::CoorpGlobal => "coorp_global",
             TbSystem::CoorpLocal => "coorp_local",
@@ -254,6 +261,11 @@ pub fn run_system(
         control: system != TbSystem::Ideal,
         epochs: if system == TbSystem::NoBh { 0 } else { wl.epochs },
         permits_dev: system.permits().then(|| "wlan0".to_string()),
+        schedule: (system == TbSystem::SchedWifi).then(|| {
+            let infer = Duration::from_secs_f64(wl.inference_ms / 1e3);
+            StSchedule::new(p.workers, wl.perception_bytes, wl.action_bytes, infer, ch.data_mbps)
+        }),
+        shaper: (system == TbSystem::SchedWifi).then(|| ("wlan0".to_string(), (link_mbps * 1e6) as u64)),
         ..wl.clone()
     };
     let mut agents = match system.agent() {

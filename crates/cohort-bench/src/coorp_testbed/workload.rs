@@ -85,6 +85,11 @@ pub struct WorkloadParams {
     /// Every bulk sender asks the coorp agent on this interface of its robot for permits
     /// (`cohort bulk`'s client) before it hands data to the kernel; `None`: plain TCP.
     pub permits_dev: Option<String>,
+    /// SchedWiFi: every LS message leaves at its ST-window's start, and (with `shaper`) a
+    /// Time-Aware Shaper on every robot keeps the bulk out of the windows.
+    pub schedule: Option<super::schedwifi::StSchedule>,
+    /// The shaper's gate: the robots' interface and the link rate it shapes to (bit/s).
+    pub shaper: Option<(String, u64)>,
 }
 
 impl Default for WorkloadParams {
@@ -108,6 +113,8 @@ impl Default for WorkloadParams {
             control_port: 7480,
             bulk_port: 7481,
             permits_dev: None,
+            schedule: None,
+            shaper: None,
         }
     }
 }
@@ -164,6 +171,9 @@ pub struct WorkloadOutcome {
     pub send_late_ms_p99: f64,
     /// Wall time of the run, s.
     pub run_s: f64,
+    /// SchedWiFi's shapers: holds made, and holds more than 1 ms late, over every robot.
+    pub shaper_holds: u64,
+    pub shaper_late_holds: u64,
 }
 
 impl WorkloadOutcome {
@@ -291,6 +301,11 @@ pub fn validate(p: &WorkloadParams, workers: usize) -> Result<(), WorkloadError>
     if p.perception_bytes.div_ceil(FRAGMENT) > u16::MAX as usize {
         return bad("too many fragments");
     }
+    if let Some(sc) = &p.schedule
+        && (sc.perception_at.len() != workers || sc.action_at.len() != workers)
+    {
+        return bad("a SchedWiFi schedule has one perception and one action window per worker");
+    }
     Ok(())
 }
 
@@ -326,6 +341,15 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
     let leader_at = SocketAddr::V4(SocketAddrV4::new(leader.addr, p.control_port));
     let ctl_received = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let ctl_sent = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    // SchedWiFi's Time-Aware Shaper on every robot, on the loops' clock.
+    let mut shapers = super::schedwifi::Shapers::default();
+    if let (Some(sc), Some((dev, link_bps))) = (&p.schedule, &p.shaper) {
+        for ep in std::iter::once(leader).chain(workers) {
+            let h = super::schedwifi::start(ep, dev, *link_bps, sc.clone(), t0, period, p.rt_priority, shapers.stop())
+                .map_err(|e| io_err("SchedWiFi shaper")(io::Error::other(e)))?;
+            shapers.push(h);
+        }
+    }
 
     // Workers: a sender on the schedule, a receiver of actions.
     let (arr_tx, arr_rx) = mpsc::channel::<(usize, Arrivals)>();
@@ -334,12 +358,13 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
         for (w, s) in worker_socks.iter().enumerate() {
             let (s, stop_loops, stop2, sent) = (s.clone(), stop_loops.clone(), stop.clone(), ctl_sent.clone());
             let (bytes, rt, late_tx) = (p.perception_bytes, p.rt_priority, late_tx.clone());
+            let offset = p.schedule.as_ref().map_or(Duration::ZERO, |sc| sc.perception_at[w]);
             threads.handles.push(std::thread::spawn(move || {
                 set_rt(rt);
                 let mut buf = vec![0u8; FRAGMENT];
                 let mut late = Vec::new();
                 for k in 0u32.. {
-                    let start = t0 + period * k;
+                    let start = t0 + period * k + offset;
                     sleep_until(start);
                     if stop_loops.load(Ordering::Relaxed) || stop2.load(Ordering::Relaxed) {
                         break;
@@ -377,6 +402,7 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
         let to: Vec<SocketAddr> =
             workers.iter().map(|w| SocketAddr::V4(SocketAddrV4::new(w.addr, p.control_port))).collect();
         let (action, infer, rt) = (p.action_bytes, Duration::from_secs_f64(p.inference_ms / 1e3), p.rt_priority);
+        let action_at = p.schedule.as_ref().map(|sc| sc.action_at.clone());
         threads.handles.push(std::thread::spawn(move || {
             set_rt(rt);
             // Per loop: fragments held per worker.
@@ -399,6 +425,10 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
                     pending.retain(|&j, _| j + 30 > k);
                     std::thread::sleep(infer);
                     for (i, a) in to.iter().enumerate() {
+                        // SchedWiFi: each action waits for its window.
+                        if let Some(at) = &action_at {
+                            sleep_until(t0 + period * k + at[i]);
+                        }
                         let m = send_msg(&s, *a, ACTION, i as u8 + 1, k, action, &mut out);
                         sent.fetch_add(m, Ordering::Relaxed);
                     }
@@ -507,6 +537,9 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
     std::thread::sleep(Duration::from_secs_f64(p.boundary_ms / 1e3) + Duration::from_millis(100));
     drop(go_tx);
     drop(threads);
+    let c = shapers.finish().map_err(|e| io_err("SchedWiFi shaper")(io::Error::other(e)))?;
+    out.shaper_holds = c.holds;
+    out.shaper_late_holds = c.late_holds;
     if let Some(e) = bulk_err {
         return Err(WorkloadError::Io { what: "training".into(), source: io::Error::other(e) });
     }

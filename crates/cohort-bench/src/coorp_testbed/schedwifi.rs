@@ -1,0 +1,214 @@
+//! SchedWiFi on the testbed (seed 000's baseline, Table III): exclusive ST-windows for every
+//! latency-sensitive message, and a Time-Aware Shaper that keeps every robot's bulk out of them.
+//!
+//! **Windows.** As in the simulator (`cohort_sim::crl`): each ST-window is seed 000's Eq. 4
+//! (`cohort_sim::crl::st_window`, R = 7 retransmissions, TX_ack = 30 µs) at the channel's rate;
+//! every worker's perception has its own window, laid one after the other from the loop's start,
+//! then, after the leader's inference, every action. Each LS message leaves at its window's
+//! start (the workload's schedule, [`super::workload::WorkloadParams::schedule`]).
+//!
+//! **Shaper.** Seed 000 emulated the Time-Aware Shaper by stopping the BH queues; here each
+//! robot's [`BulkGate`] (the kernel gate COORP's agents use, on the robot's interface) holds the
+//! robot's bulk from `lead` before the first window of each block to the block's end. A block is
+//! the perceptions' windows, or the actions' (the inference gap between them stays open).
+//! `lead` is the agents' default (2 ms, `cohort coorp agent --lead-ms`), so SchedWiFi and the
+//! local half differ in their windows, not in the gate.
+
+use super::workload::Endpoint;
+use cohort_net::preempt::{BulkGate, GateConfig};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The agents' default lead (`cohort coorp agent --lead-ms 2`).
+pub const LEAD: Duration = Duration::from_millis(2);
+
+/// When each LS message leaves, as offsets from its loop's start.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StSchedule {
+    /// Worker `w`'s perception (index `w − 1`).
+    pub perception_at: Vec<Duration>,
+    /// The action to worker `w` (index `w − 1`).
+    pub action_at: Vec<Duration>,
+    /// Windows' blocks `[start, end)` within a loop, in order.
+    pub blocks: Vec<(Duration, Duration)>,
+}
+
+impl StSchedule {
+    /// Eq. 4's windows for `workers` workers on a channel of `phy_mbps`.
+    pub fn new(
+        workers: usize,
+        perception_bytes: usize,
+        action_bytes: usize,
+        inference: Duration,
+        phy_mbps: f64,
+    ) -> Self {
+        let wp = cohort_sim::crl::st_window(perception_bytes, phy_mbps);
+        let wa = cohort_sim::crl::st_window(action_bytes, phy_mbps);
+        let perception_at: Vec<Duration> = (0..workers).map(|w| wp * w as u32).collect();
+        let p_end = wp * workers as u32;
+        let a0 = p_end + inference;
+        let action_at: Vec<Duration> = (0..workers).map(|w| a0 + wa * w as u32).collect();
+        let blocks = vec![(Duration::ZERO, p_end), (a0, a0 + wa * workers as u32)];
+        StSchedule { perception_at, action_at, blocks }
+    }
+
+    /// The gate's plan for the loop starting at `start`: hold at `block start − lead`, release
+    /// at the block's end (blocks that overlap after the lead merge).
+    pub fn holds(&self, start: Instant, lead: Duration) -> Vec<(Instant, Instant)> {
+        let mut out: Vec<(Instant, Instant)> = Vec::new();
+        for &(s, e) in &self.blocks {
+            let (h, r) = ((start + s).checked_sub(lead).unwrap_or(start), start + e);
+            match out.last_mut() {
+                Some(last) if h <= last.1 => last.1 = last.1.max(r),
+                _ => out.push((h, r)),
+            }
+        }
+        out
+    }
+}
+
+/// What a robot's shaper did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ShaperCounters {
+    pub holds: u64,
+    /// Holds that took effect after their planned time by more than 1 ms (the host was late).
+    pub late_holds: u64,
+}
+
+/// Starts the Time-Aware Shaper of the robot at `ep`: a gate on its interface `dev`, held on
+/// `schedule`'s plan for every loop `t0 + k · period` until `stop`; the gate is removed when the
+/// thread ends. Runs at SCHED_FIFO `rt` if given, as the control threads do.
+#[allow(clippy::too_many_arguments)]
+pub fn start(
+    ep: &Endpoint,
+    dev: &str,
+    link_bps: u64,
+    schedule: StSchedule,
+    t0: Instant,
+    period: Duration,
+    rt: Option<i32>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<Result<ShaperCounters, String>>, String> {
+    let cfg = GateConfig::new(dev, link_bps);
+    let ns = ep.ns.clone();
+    let gate = cohort_emu::netns::in_netns(&ns, move || BulkGate::install(cfg).map_err(std::io::Error::other))
+        .map_err(|e| format!("SchedWiFi gate in {ns}: {e}"))?;
+    Ok(std::thread::spawn(move || {
+        let mut gate = gate;
+        if let Some(p) = rt {
+            let _ = cohort_emu::emulator::set_fifo(p);
+        }
+        let mut c = ShaperCounters::default();
+        for k in 0u32.. {
+            for (hold, release) in schedule.holds(t0 + period * k, LEAD) {
+                sleep_until(hold, &stop);
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(c);
+                }
+                gate.hold().map_err(|e| format!("SchedWiFi hold: {e}"))?;
+                c.holds += 1;
+                if Instant::now() > hold + Duration::from_millis(1) {
+                    c.late_holds += 1;
+                }
+                sleep_until(release, &stop);
+                gate.release().map_err(|e| format!("SchedWiFi release: {e}"))?;
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(c);
+                }
+            }
+        }
+        Ok(c)
+    }))
+}
+
+/// The robots' shapers of one run: stopped and joined when dropped (an error path included),
+/// or by [`Shapers::finish`], which adds up their counters.
+#[derive(Debug, Default)]
+pub struct Shapers {
+    stop: Arc<AtomicBool>,
+    handles: Vec<JoinHandle<Result<ShaperCounters, String>>>,
+}
+
+impl Shapers {
+    /// The flag the shapers watch.
+    pub fn stop(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    pub fn push(&mut self, h: JoinHandle<Result<ShaperCounters, String>>) {
+        self.handles.push(h);
+    }
+
+    /// Stops every shaper (each removes its gate) and adds up their counters; the first error.
+    pub fn finish(mut self) -> Result<ShaperCounters, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let mut total = ShaperCounters::default();
+        let mut first_err = None;
+        for h in self.handles.drain(..) {
+            match h.join() {
+                Ok(Ok(c)) => {
+                    total.holds += c.holds;
+                    total.late_holds += c.late_holds;
+                }
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(_) => {
+                    first_err.get_or_insert("a SchedWiFi shaper panicked".into());
+                }
+            }
+        }
+        first_err.map_or(Ok(total), Err)
+    }
+}
+
+impl Drop for Shapers {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.handles.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Sleeps until `t`, waking at least every 100 ms to look at `stop`.
+fn sleep_until(t: Instant, stop: &AtomicBool) {
+    loop {
+        let now = Instant::now();
+        if now >= t || stop.load(Ordering::Relaxed) {
+            return;
+        }
+        std::thread::sleep((t - now).min(Duration::from_millis(100)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_follow_eq_4_one_after_the_other() {
+        let s = StSchedule::new(4, 12 * 1024, 1024, Duration::from_millis(2), 390.0);
+        let wp = cohort_sim::crl::st_window(12 * 1024, 390.0);
+        let wa = cohort_sim::crl::st_window(1024, 390.0);
+        assert_eq!(s.perception_at, [Duration::ZERO, wp, wp * 2, wp * 3]);
+        let a0 = wp * 4 + Duration::from_millis(2);
+        assert_eq!(s.action_at, [a0, a0 + wa, a0 + wa * 2, a0 + wa * 3]);
+        assert_eq!(s.blocks, [(Duration::ZERO, wp * 4), (a0, a0 + wa * 4)]);
+    }
+
+    #[test]
+    fn the_gate_holds_lead_before_each_block_and_merges_what_overlaps() {
+        let s = StSchedule::new(4, 12 * 1024, 1024, Duration::from_millis(2), 390.0);
+        let t = Instant::now() + Duration::from_secs(1);
+        let h = s.holds(t, LEAD);
+        // The 2 ms inference gap is no longer than the lead: the two blocks merge into one hold.
+        assert_eq!(h, [(t - LEAD, t + s.blocks[1].1)]);
+        let h = s.holds(t, Duration::from_micros(500));
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[0], (t - Duration::from_micros(500), t + s.blocks[0].1));
+        assert_eq!(h[1].0, t + s.blocks[1].0 - Duration::from_micros(500));
+    }
+}
