@@ -363,6 +363,11 @@ fn pooled(runs: &[&TbRun], ideal_mbps: f64, edca_epoch_s: f64) -> Value {
         "emulator_late_us_p99_max": late.iter().copied().fold(0.0, f64::max),
         "steal_share_max": runs.iter().map(|r| r.steal_share).fold(0.0, f64::max),
     });
+    if runs.iter().any(|r| r.outcome.shaper_holds > 0) {
+        // SchedWiFi's shapers: holds over every robot, and those more than 1 ms late.
+        v["shaper_holds"] = json!(runs.iter().map(|r| r.outcome.shaper_holds).sum::<u64>());
+        v["shaper_late_holds"] = json!(runs.iter().map(|r| r.outcome.shaper_late_holds).sum::<u64>());
+    }
     if runs.iter().any(|r| !r.agents.is_empty()) {
         // Every agent's counters, per run.
         v["agents"] = runs.iter().map(|r| json!(r.agents)).collect();
