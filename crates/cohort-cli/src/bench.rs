@@ -56,6 +56,19 @@ enum Which {
     /// ROS 2 nodes (zenoh-ros2-sdk) across the emulated Wi-Fi team beside a TCP upload: Zenoh
     /// direct against `cohort bridge` (root).
     Bridge(BridgeArgs),
+    /// The Python bindings' LRT message rate against the Rust binary's on loopback
+    /// (`python -m cohort.lrt_rate`; `cohort bench bindings --help`).
+    #[command(disable_help_flag = true)]
+    Bindings {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// The OS tuner's bench (`python -m cohort.tune bench`; root for the live part).
+    #[command(disable_help_flag = true)]
+    Tune {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Coordinated robotic learning on the simulated 802.11ac channel: EDCA, SchedWiFi, COORP
     /// and its halves, control marked and unmarked, and the scalability sweep (seed 000).
     Coorp(CoorpArgs),
@@ -513,6 +526,19 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
         Which::Transport(a) => transport(&a),
         Which::Group(a) => group(&a),
         Which::Bridge(a) => bridge(&a),
+        Which::Bindings { args } => {
+            // The pair's Rust half is this very binary.
+            let mut all = Vec::new();
+            if let Ok(exe) = std::env::current_exe() {
+                all.extend(["--cohort-bin".to_string(), exe.display().to_string()]);
+            }
+            all.extend(args);
+            Ok(python::run_module("cohort.lrt_rate", &all)?)
+        }
+        Which::Tune { args } => {
+            let all: Vec<String> = std::iter::once("bench".to_string()).chain(args).collect();
+            Ok(python::run_module("cohort.tune", &all)?)
+        }
         Which::Timer { json, samples, interval_us, reps } => {
             if samples == 0 || interval_us == 0 || reps == 0 {
                 return Err(BenchError::Invalid("--samples, --interval-us and --reps must be positive".into()));
