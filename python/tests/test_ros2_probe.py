@@ -16,8 +16,10 @@ pytest.importorskip("zenoh_ros2_sdk")
 
 from test_bridge import free_tcp_port, free_udp_port, lrt_base
 
+from cohort.bridge.bench import loopback_pair_config
+
 PYTHON_DIR = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(PYTHON_DIR), "COHORT_TEAM_SECRET": "ros2 probe test secret"}
+ENV = {**os.environ, "PYTHONPATH": str(PYTHON_DIR), "COHORT_BENCH_SECRET": "ros2 probe test secret"}
 
 
 def spawn(*args: str) -> subprocess.Popen[str]:
@@ -76,35 +78,17 @@ def test_a_ros2_topic_directly_arrives_once_in_order() -> None:
 def test_a_ros2_topic_through_two_bridges_arrives_once_in_order(tmp_path: Path) -> None:
     zports = [free_tcp_port(), free_tcp_port()]
     group, lrt = free_udp_port(), lrt_base([1, 2])
-    for pid in (1, 2):
-        other = 3 - pid
-        (tmp_path / f"r{pid}.toml").write_text(
-            f"""[robot]
-pid = {pid}
-address = "127.0.0.{pid}"
-[team]
-id = 9
-secret_env = "COHORT_TEAM_SECRET"
-broadcast = "127.255.255.255"
-group_port = {group}
-lrt_port = {lrt}
-[[peer]]
-pid = {other}
-address = "127.0.0.{other}"
-[zenoh]
-listen = ["tcp/127.0.0.{pid}:{zports[pid - 1]}"]
-[[publish]]
-key = "0/cmd_vel/**"
-priority = "real_time"
-"""
-        )
-    bridges = [spawn("cohort.bridge", "--config", str(tmp_path / f"r{p}.toml"), "--duration", "60") for p in (1, 2)]
+    paths = [
+        loopback_pair_config(tmp_path, p, zports[p - 1], group, lrt, key="0/cmd_vel/**", priority="real_time")
+        for p in (1, 2)
+    ]
+    bridges = [spawn("cohort.bridge", "--config", str(p), "--duration", "60") for p in paths]
     try:
         time.sleep(0.5)
         for b in bridges:
             assert b.poll() is None, b.stderr.read() if b.stderr else ""
         got = run_topic(
-            ("--connect", f"tcp/127.0.0.1:{zports[0]}"), ("--connect", f"tcp/127.0.0.2:{zports[1]}"), count=100
+            ("--connect", f"tcp/127.0.0.1:{zports[0]}"), ("--connect", f"tcp/127.0.0.1:{zports[1]}"), count=100
         )
     finally:
         for b in bridges:

@@ -21,18 +21,23 @@ fn two_workers() -> Option<(std::sync::MutexGuard<'static, ()>, TestbedParams, C
     Some((one, TestbedParams { workers: 2, channel: Some(ch.clone()), ..TestbedParams::default() }, ch))
 }
 
-#[test]
-fn a_short_edca_run_counts_loops_and_epochs_and_cleans_up() {
-    let Some((_one, p, ch)) = two_workers() else { return };
-    let wl = WorkloadParams {
+/// Two short training epochs (256 KiB out, 512 KiB back per worker) within `max_s`.
+fn two_short_epochs(max_s: f64) -> WorkloadParams {
+    WorkloadParams {
         batch_bytes: 256 << 10,
         update_bytes: 512 << 10,
         train_ms: 50.0,
         epochs: 2,
         warmup_s: 0.5,
-        max_s: 8.0,
+        max_s,
         ..WorkloadParams::default()
-    };
+    }
+}
+
+#[test]
+fn a_short_edca_run_counts_loops_and_epochs_and_cleans_up() {
+    let Some((_one, p, ch)) = two_workers() else { return };
+    let wl = two_short_epochs(8.0);
     let r = run_system(&p, &ch, "per_ac", TbSystem::Edca, true, &wl, 50.0, 0).unwrap_or_else(|e| panic!("{e}"));
     let o = &r.outcome;
     assert!(o.loops > 0, "{o:?}");
@@ -59,15 +64,7 @@ fn no_bh_runs_its_loops_without_training() {
 #[test]
 fn schedwifi_holds_every_robots_bulk_in_every_loop_and_completes_its_epochs() {
     let Some((_one, p, ch)) = two_workers() else { return };
-    let wl = WorkloadParams {
-        batch_bytes: 256 << 10,
-        update_bytes: 512 << 10,
-        train_ms: 50.0,
-        epochs: 2,
-        warmup_s: 0.5,
-        max_s: 10.0,
-        ..WorkloadParams::default()
-    };
+    let wl = two_short_epochs(10.0);
     let r = run_system(&p, &ch, "shared_tx", TbSystem::SchedWifi, true, &wl, 50.0, 0).unwrap_or_else(|e| panic!("{e}"));
     let o = &r.outcome;
     assert_eq!(o.epoch_s.len(), 2, "the bulk still gets through between the windows: {o:?}");

@@ -860,14 +860,25 @@ fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
         ..GroupParams::default()
     };
     let r = cohort_bench::group::run(&p, |what| eprintln!("group: {what}")).map_err(BenchError::Run)?;
-    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
-    if a.json {
-        println!("{json}");
+    print_summary_and_plot(&r, a.json, a.plot.as_ref(), "group")
+}
+
+/// Prints the whole report (`--json`) or its `summary`, and with `--plot` writes the JSON
+/// beside the chart and renders it.
+fn print_summary_and_plot(
+    r: &serde_json::Value,
+    json: bool,
+    plot: Option<&PathBuf>,
+    kind: &str,
+) -> Result<ExitCode, BenchError> {
+    let text = serde_json::to_string_pretty(r).unwrap_or_default();
+    if json {
+        println!("{text}");
     } else {
         println!("{}", serde_json::to_string_pretty(&r["summary"]).unwrap_or_default());
     }
-    if let Some(png) = &a.plot {
-        write_and_plot(&png.with_extension("json"), &json, "group")?;
+    if let Some(png) = plot {
+        write_and_plot(&png.with_extension("json"), &text, kind)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -898,16 +909,7 @@ fn bridge(a: &BridgeArgs) -> Result<ExitCode, BenchError> {
     p.check().map_err(BenchError::Invalid)?;
     need_root("bridge")?;
     let r = cohort_bench::bridge_testbed::run(&p, |what| eprintln!("bridge: {what}")).map_err(BenchError::Run)?;
-    let json = serde_json::to_string_pretty(&r).unwrap_or_default();
-    if a.json {
-        println!("{json}");
-    } else {
-        println!("{}", serde_json::to_string_pretty(&r["summary"]).unwrap_or_default());
-    }
-    if let Some(png) = &a.plot {
-        write_and_plot(&png.with_extension("json"), &json, "bridge")?;
-    }
-    Ok(ExitCode::SUCCESS)
+    print_summary_and_plot(&r, a.json, a.plot.as_ref(), "bridge")
 }
 
 fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {

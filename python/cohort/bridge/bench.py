@@ -77,15 +77,29 @@ def _figures(rtts: list[float]) -> dict[str, float]:
     return {"rtt_us_p50": round(q[49], 1), "rtt_us_p90": round(q[89], 1), "rtt_us_p99": round(q[98], 1)}
 
 
-def _config(tmp: Path, pid: int, zport: int, group_port: int, lrt_port: int) -> Path:
+def loopback_pair_config(
+    tmp: Path,
+    pid: int,
+    zport: int,
+    group_port: int,
+    lrt_port: int,
+    *,
+    key: str = "bench/**",
+    priority: str | None = None,
+    secret_env: str = "COHORT_BENCH_SECRET",
+) -> Path:
+    """Robot ``pid``'s (1 or 2) configuration of a two-robot team on loopback (robot ``p`` at
+    127.0.0.``p``), its Zenoh session listening on ``tcp/127.0.0.1:zport``, carrying ``key``
+    (with ``priority`` if given); written into ``tmp``."""
     peer = 3 - pid
+    prio = f'priority = "{priority}"\n' if priority else ""
     text = f"""
 [robot]
 pid = {pid}
 address = "127.0.0.{pid}"
 [team]
 id = 7
-secret_env = "COHORT_BENCH_SECRET"
+secret_env = "{secret_env}"
 broadcast = "127.255.255.255"
 group_port = {group_port}
 lrt_port = {lrt_port}
@@ -95,8 +109,8 @@ address = "127.0.0.{peer}"
 [zenoh]
 listen = ["tcp/127.0.0.1:{zport}"]
 [[publish]]
-key = "bench/**"
-"""
+key = "{key}"
+{prio}"""
     p = tmp / f"robot{pid}.toml"
     p.write_text(text)
     return p
@@ -119,7 +133,9 @@ def run(n: int, warmup: int, size: int) -> dict[str, Any]:
         zports = {1: _free_port(socket.SOCK_STREAM), 2: _free_port(socket.SOCK_STREAM)}
         group_port = _free_port(socket.SOCK_DGRAM)
         lrt_port = 20000 + (os.getpid() % 750) * 16  # below the ephemeral ports (32768 and up)
-        bridges = [Bridge(load_config(_config(tmp, p, zports[p], group_port, lrt_port))).start() for p in (1, 2)]
+        bridges = [
+            Bridge(load_config(loopback_pair_config(tmp, p, zports[p], group_port, lrt_port))).start() for p in (1, 2)
+        ]
         try:
             for br in bridges:
                 if not br.wait_ready(20):
