@@ -222,11 +222,18 @@ impl Ports {
     }
 }
 
-/// A plain kernel TCP upload between two nodes until stopped (or its deadline).
+/// A plain kernel TCP upload between two nodes until stopped (or its deadline); a run that
+/// fails half-way stops it when dropping it, so it never loads the next system's run.
 struct Bulk {
     stop: Arc<AtomicBool>,
-    sender: JoinHandle<()>,
-    sink: JoinHandle<std::io::Result<(u64, Duration)>>,
+    sender: Option<JoinHandle<()>>,
+    sink: Option<JoinHandle<std::io::Result<(u64, Duration)>>>,
+}
+
+impl Drop for Bulk {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 impl Bulk {
@@ -267,14 +274,17 @@ impl Bulk {
             }
             Ok((bytes, first.map_or(Duration::ZERO, |f| last - f)))
         });
-        Ok(Bulk { stop, sender, sink })
+        Ok(Bulk { stop, sender: Some(sender), sink: Some(sink) })
     }
 
     /// Stops the upload; its goodput at the sink, Mbit/s.
-    fn finish(self) -> Result<f64, String> {
+    fn finish(mut self) -> Result<f64, String> {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = self.sender.join();
-        let (bytes, d) = self.sink.join().map_err(|_| "bulk sink panicked")?.map_err(|e| format!("bulk sink: {e}"))?;
+        if let Some(h) = self.sender.take() {
+            let _ = h.join();
+        }
+        let sink = self.sink.take().ok_or("bulk sink already joined")?;
+        let (bytes, d) = sink.join().map_err(|_| "bulk sink panicked")?.map_err(|e| format!("bulk sink: {e}"))?;
         Ok(if d.is_zero() { 0.0 } else { bytes as f64 * 8.0 / d.as_secs_f64() / 1e6 })
     }
 }
