@@ -20,6 +20,11 @@ subscriber measures each message's one-way delay, losses, duplicates and order.
     one JSON line ``{"delays_ms": [...], "received": .., "missing": .., "duplicates": ..,
     "out_of_order": ..}`` (``delays_ms`` in arrival order, measured messages only).
 
+``demo [--count N]``
+    ``cohort demo``'s part: two robots' ``cohort bridge`` on loopback, the topic's key configured
+    real-time; a publisher process joins robot 1's bridge, a subscriber process robot 2's;
+    prints one JSON line with what arrived and the delays.
+
 Endpoints are explicit (``--listen``/``--connect``, repeatable; multicast scouting and gossip
 off), as a team on a shared channel would configure rmw_zenoh. The message definitions ship in
 ``cohort/ros2_msgs`` (the SDK would fetch them from GitHub otherwise).
@@ -168,6 +173,60 @@ def run_sub(topic: str, count: int, listen: list[str], connect: list[str], timeo
         }
 
 
+def run_demo(count: int, timeout_s: float) -> dict[str, Any]:
+    """Two bridges on loopback and a ROS 2 publisher and subscriber through them (``demo``)."""
+    import subprocess
+
+    from cohort.bridge.bench import loopback_pair
+
+    def probe(*args: str) -> subprocess.Popen[str]:
+        cmd = [sys.executable, "-m", "cohort.ros2_probe", *args, "--count", str(count), "--timeout-s", str(timeout_s)]
+        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def expect(p: subprocess.Popen[str], want: str) -> None:
+        assert p.stdout is not None
+        for line in p.stdout:
+            if line.strip() == want:
+                return
+        raise RuntimeError(f"ROS 2 node exited before {want!r}: {p.stderr.read() if p.stderr else ''}")
+
+    def report(p: subprocess.Popen[str]) -> dict[str, Any]:
+        out, err = p.communicate(timeout=timeout_s + 30)
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if not lines:
+            raise RuntimeError(f"ROS 2 node printed no report: {err.strip()[-300:]}")
+        r: dict[str, Any] = json.loads(lines[-1])
+        return r
+
+    with loopback_pair(key="0/cmd_vel/**", priority="real_time") as (bridges, zports):
+        sub = probe("sub", "--topic", "/cmd_vel", "--connect", f"tcp/127.0.0.1:{zports[2]}")
+        pub = probe("pub", "--topic", "/cmd_vel", "--connect", f"tcp/127.0.0.1:{zports[1]}")
+        try:
+            for p, want in ((sub, "ready"), (pub, "ready"), (sub, "flowing")):
+                expect(p, want)
+            assert pub.stdin is not None
+            pub.stdin.write("go\n")
+            pub.stdin.flush()
+            got, sent = report(sub), report(pub)
+        finally:
+            for p in (sub, pub):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        counters = [b.counters.snapshot() for b in bridges]
+    d = sorted(got["delays_ms"])
+    return {
+        "sent": sent["sent"],
+        "received": got["received"],
+        "missing": got["missing"],
+        "duplicates": got["duplicates"],
+        "out_of_order": got["out_of_order"],
+        "delay_p50_ms": round(d[len(d) // 2], 3) if d else None,
+        "delay_p99_ms": round(d[min(len(d) - 1, int(0.99 * len(d)))], 3) if d else None,
+        "bridged_in": counters[1].get("bridged_in", 0),
+    }
+
+
 def _positive(kind: Any) -> Any:
     def parse(s: str) -> Any:
         v = kind(s)
@@ -181,6 +240,9 @@ def _positive(kind: Any) -> Any:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m cohort.ros2_probe", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("demo")
+    d.add_argument("--count", type=_positive(int), default=200, help="messages at 100 Hz")
+    d.add_argument("--timeout-s", type=_positive(float), default=60.0, help="bound on the whole run")
     for name in ("pub", "sub"):
         s = sub.add_parser(name)
         s.add_argument("--topic", default="/cmd_vel", help="ROS 2 topic name")
@@ -196,7 +258,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     a = _parser().parse_args(argv)
-    if a.cmd == "pub":
+    if a.cmd == "demo":
+        out = run_demo(a.count, a.timeout_s)
+    elif a.cmd == "pub":
         out = run_pub(a.topic, a.rate, a.count, a.listen, a.connect, a.timeout_s)
     else:
         out = run_sub(a.topic, a.count, a.listen, a.connect, a.timeout_s)

@@ -20,8 +20,9 @@ fn checkout_python_dir() -> Option<PathBuf> {
         .and_then(|p| p.parent().map(PathBuf::from))
 }
 
-/// Runs `python3 -m MODULE ARGS...` and returns its exit status.
-pub fn run_module(module: &str, args: &[String]) -> Result<ExitCode, PythonError> {
+/// `python3 -m MODULE ARGS...` (`COHORT_PYTHON` picks the interpreter) with the checkout's
+/// package first on `PYTHONPATH`, and the interpreter's name.
+fn module_command(module: &str, args: &[String]) -> (Command, String) {
     let interpreter = std::env::var("COHORT_PYTHON").unwrap_or_else(|_| "python3".into());
     let mut cmd = Command::new(&interpreter);
     cmd.arg("-m").arg(module).args(args);
@@ -33,6 +34,19 @@ pub fn run_module(module: &str, args: &[String]) -> Result<ExitCode, PythonError
         }
         cmd.env("PYTHONPATH", path);
     }
+    (cmd, interpreter)
+}
+
+/// Runs the module with its output captured (stdin closed).
+pub fn module_output(module: &str, args: &[String]) -> Result<std::process::Output, PythonError> {
+    let (mut cmd, interpreter) = module_command(module, args);
+    cmd.stdin(std::process::Stdio::null());
+    cmd.output().map_err(|source| PythonError::Spawn { interpreter, source })
+}
+
+/// Runs `python3 -m MODULE ARGS...` and returns its exit status.
+pub fn run_module(module: &str, args: &[String]) -> Result<ExitCode, PythonError> {
+    let (mut cmd, interpreter) = module_command(module, args);
     let status = cmd.status().map_err(|source| PythonError::Spawn { interpreter, source })?;
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,

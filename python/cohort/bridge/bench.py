@@ -13,6 +13,7 @@ Loopback has no loss: this measures the bridge's cost, not the channel (docs/bri
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -20,6 +21,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +118,30 @@ key = "{key}"
     return p
 
 
+@contextlib.contextmanager
+def loopback_pair(key: str = "bench/**", priority: str | None = None) -> Iterator[tuple[list[Bridge], dict[int, int]]]:
+    """Two robots' bridges on loopback carrying ``key``, their links up; yields the bridges and
+    each robot's Zenoh port (applications connect to ``tcp/127.0.0.1:PORT``); closes them after."""
+    os.environ.setdefault("COHORT_BENCH_SECRET", "bench secret of 32 bytes, loopbk")
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        zports = {1: _free_port(socket.SOCK_STREAM), 2: _free_port(socket.SOCK_STREAM)}
+        group_port = _free_port(socket.SOCK_DGRAM)
+        lrt_port = 20000 + (os.getpid() % 750) * 16  # below the ephemeral ports (32768 and up)
+        configs = [
+            loopback_pair_config(tmp, p, zports[p], group_port, lrt_port, key=key, priority=priority) for p in (1, 2)
+        ]
+        bridges = [Bridge(load_config(c)).start() for c in configs]
+        try:
+            for br in bridges:
+                if not br.wait_ready(20):
+                    raise RuntimeError(f"bridge links not up: {br.stats()}")
+            yield bridges, zports
+        finally:
+            for br in bridges:
+                br.close()
+
+
 def run(n: int, warmup: int, size: int) -> dict[str, Any]:
     payload = bytes(size)
     # Direct: the two application sessions connected to each other.
@@ -127,30 +153,15 @@ def run(n: int, warmup: int, size: int) -> dict[str, Any]:
         a.close()
         b.close()
 
-    os.environ.setdefault("COHORT_BENCH_SECRET", "bench secret of 32 bytes, loopbk")
-    with tempfile.TemporaryDirectory() as d:
-        tmp = Path(d)
-        zports = {1: _free_port(socket.SOCK_STREAM), 2: _free_port(socket.SOCK_STREAM)}
-        group_port = _free_port(socket.SOCK_DGRAM)
-        lrt_port = 20000 + (os.getpid() % 750) * 16  # below the ephemeral ports (32768 and up)
-        bridges = [
-            Bridge(load_config(loopback_pair_config(tmp, p, zports[p], group_port, lrt_port))).start() for p in (1, 2)
-        ]
+    with loopback_pair() as (bridges, zports):
+        a = _session([], [f"tcp/127.0.0.1:{zports[1]}"])
+        b = _session([], [f"tcp/127.0.0.1:{zports[2]}"])
         try:
-            for br in bridges:
-                if not br.wait_ready(20):
-                    raise RuntimeError(f"bridge links not up: {br.stats()}")
-            a = _session([], [f"tcp/127.0.0.1:{zports[1]}"])
-            b = _session([], [f"tcp/127.0.0.1:{zports[2]}"])
-            try:
-                bridged = _ping_pong(a, b, n, warmup, payload)
-            finally:
-                a.close()
-                b.close()
-            counters = [br.counters.snapshot() for br in bridges]
+            bridged = _ping_pong(a, b, n, warmup, payload)
         finally:
-            for br in bridges:
-                br.close()
+            a.close()
+            b.close()
+        counters = [br.counters.snapshot() for br in bridges]
 
     # LRT alone, the same ping-pong on one connection (both directions), for attribution.
     from cohort.lrt import LrtSocket
