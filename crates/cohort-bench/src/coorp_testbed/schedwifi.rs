@@ -78,8 +78,10 @@ pub struct ShaperCounters {
 }
 
 /// Starts the Time-Aware Shaper of the robot at `ep`: a gate on its interface `dev`, held on
-/// `schedule`'s plan for every loop `t0 + k · period` until `stop`; the gate is removed when the
-/// thread ends. Runs at SCHED_FIFO `rt` if given, as the control threads do.
+/// `schedule`'s plan for every loop `t0 + k · period` until `stop`. The shaper's thread lives in
+/// the robot's namespace from the gate's installation to its removal (the gate's `tc` calls
+/// must name the robot's interface, never the host's). Runs at SCHED_FIFO `rt` if given, as the
+/// control threads do. Returns once the gate is installed, or why it could not be.
 #[allow(clippy::too_many_arguments)]
 pub fn start(
     ep: &Endpoint,
@@ -93,34 +95,64 @@ pub fn start(
 ) -> Result<JoinHandle<Result<ShaperCounters, String>>, String> {
     let cfg = GateConfig::new(dev, link_bps);
     let ns = ep.ns.clone();
-    let gate = cohort_emu::netns::in_netns(&ns, move || BulkGate::install(cfg).map_err(std::io::Error::other))
-        .map_err(|e| format!("SchedWiFi gate in {ns}: {e}"))?;
-    Ok(std::thread::spawn(move || {
-        let mut gate = gate;
-        if let Some(p) = rt {
-            let _ = cohort_emu::emulator::set_fifo(p);
+    let (installed_tx, installed) = std::sync::mpsc::channel::<Result<(), String>>();
+    let h = std::thread::spawn(move || {
+        let shaped = cohort_emu::netns::in_netns(&ns, move || {
+            let mut gate = match BulkGate::install(cfg) {
+                Ok(g) => g,
+                Err(e) => {
+                    let _ = installed_tx.send(Err(format!("SchedWiFi gate: {e}")));
+                    return Ok(Err("no gate".to_string()));
+                }
+            };
+            let _ = installed_tx.send(Ok(()));
+            if let Some(p) = rt {
+                let _ = cohort_emu::emulator::set_fifo(p);
+            }
+            Ok(shape(&mut gate, &schedule, t0, period, &stop))
+        });
+        shaped.map_err(|e| format!("SchedWiFi shaper in its namespace: {e}")).and_then(|r| r)
+    });
+    match installed.recv() {
+        Ok(Ok(())) => Ok(h),
+        Ok(Err(e)) => {
+            let _ = h.join();
+            Err(e)
         }
-        let mut c = ShaperCounters::default();
-        for k in 0u32.. {
-            for (hold, release) in schedule.holds(t0 + period * k, LEAD) {
-                sleep_until(hold, &stop);
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(c);
-                }
-                gate.hold().map_err(|e| format!("SchedWiFi hold: {e}"))?;
-                c.holds += 1;
-                if Instant::now() > hold + Duration::from_millis(1) {
-                    c.late_holds += 1;
-                }
-                sleep_until(release, &stop);
-                gate.release().map_err(|e| format!("SchedWiFi release: {e}"))?;
-                if stop.load(Ordering::Relaxed) {
-                    return Ok(c);
-                }
+        Err(_) => {
+            Err(h.join().map_or_else(|_| "the SchedWiFi shaper panicked".into(), |r| r.err().unwrap_or_default()))
+        }
+    }
+}
+
+/// Holds and releases `gate` on `schedule`'s plan, loop after loop, until `stop`.
+fn shape(
+    gate: &mut BulkGate,
+    schedule: &StSchedule,
+    t0: Instant,
+    period: Duration,
+    stop: &AtomicBool,
+) -> Result<ShaperCounters, String> {
+    let mut c = ShaperCounters::default();
+    for k in 0u32.. {
+        for (hold, release) in schedule.holds(t0 + period * k, LEAD) {
+            sleep_until(hold, stop);
+            if stop.load(Ordering::Relaxed) {
+                return Ok(c);
+            }
+            gate.hold().map_err(|e| format!("SchedWiFi hold: {e}"))?;
+            c.holds += 1;
+            if Instant::now() > hold + Duration::from_millis(1) {
+                c.late_holds += 1;
+            }
+            sleep_until(release, stop);
+            gate.release().map_err(|e| format!("SchedWiFi release: {e}"))?;
+            if stop.load(Ordering::Relaxed) {
+                return Ok(c);
             }
         }
-        Ok(c)
-    }))
+    }
+    Ok(c)
 }
 
 /// The robots' shapers of one run: stopped and joined when dropped (an error path included),
@@ -197,6 +229,54 @@ mod tests {
         let a0 = wp * 4 + Duration::from_millis(2);
         assert_eq!(s.action_at, [a0, a0 + wa, a0 + wa * 2, a0 + wa * 3]);
         assert_eq!(s.blocks, [(Duration::ZERO, wp * 4), (a0, a0 + wa * 4)]);
+    }
+
+    /// Root only (skipped otherwise): a shaper installs its gate on the robot's interface, holds
+    /// on its plan, and removes the gate from that interface, inside the robot's namespace.
+    #[test]
+    fn the_shaper_lives_and_cleans_up_in_the_robots_namespace() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root (network namespaces)");
+            return;
+        }
+        let ns = format!("cht-sw{}", std::process::id());
+        let ip = |args: &[&str]| std::process::Command::new("ip").args(args).status().unwrap().success();
+        assert!(ip(&["netns", "add", &ns]));
+        let up = ip(&["-n", &ns, "link", "add", "wlan0", "type", "veth", "peer", "name", "wlan0p"])
+            && ip(&["-n", &ns, "link", "set", "wlan0p", "up"])
+            && ip(&["-n", &ns, "link", "set", "wlan0", "up"]);
+        let qdisc = || {
+            let o = std::process::Command::new("ip")
+                .args(["netns", "exec", &ns, "tc", "qdisc", "show", "dev", "wlan0"])
+                .output()
+                .unwrap();
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let result = std::panic::catch_unwind(|| {
+            assert!(up);
+            let ep = Endpoint { ns: ns.clone(), addr: std::net::Ipv4Addr::LOCALHOST };
+            let sc = StSchedule::new(2, 12 * 1024, 1024, Duration::from_millis(2), 390.0);
+            let mut shapers = Shapers::default();
+            let h =
+                start(&ep, "wlan0", 100_000_000, sc, Instant::now(), Duration::from_millis(33), None, shapers.stop());
+            shapers.push(h.unwrap());
+            std::thread::sleep(Duration::from_millis(150));
+            assert!(qdisc().contains("htb"), "the gate sits on the robot's interface: {}", qdisc());
+            let c = shapers.finish().unwrap();
+            assert!(c.holds >= 3, "{c:?}");
+            assert!(!qdisc().contains("htb"), "the gate is gone: {}", qdisc());
+            // No such interface: the error comes back from `start`, nothing is left running.
+            let stop = Arc::new(AtomicBool::new(false));
+            let sc = StSchedule::new(1, 1024, 1024, Duration::ZERO, 390.0);
+            let e =
+                start(&ep, "nope0", 1_000_000, sc, Instant::now(), Duration::from_millis(33), None, stop).unwrap_err();
+            assert!(e.contains("SchedWiFi gate"), "{e}");
+        });
+        ip(&["netns", "del", &ns]);
+        if let Err(p) = result {
+            std::panic::resume_unwind(p);
+        }
     }
 
     #[test]
