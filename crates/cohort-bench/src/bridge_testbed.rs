@@ -387,10 +387,13 @@ fn one_run(
     };
     match measure(team, p, system, run, &ports, life, &local, progress) {
         Ok((topic, sent, got, bulk_mbps)) => {
+            // All at once: a bridge stopped after its peers would spend its close reconnecting
+            // to robots that are gone.
+            bridges.iter_mut().for_each(Proc::terminate);
             let stats: Vec<Value> = bridges
                 .iter_mut()
                 .map(|b| {
-                    b.stop(Duration::from_secs(10));
+                    b.stop(Duration::from_secs(30));
                     b.json_line(Duration::from_secs(2)).unwrap_or_else(|e| json!({ "error": e }))
                 })
                 .collect();

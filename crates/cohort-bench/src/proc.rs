@@ -147,15 +147,23 @@ impl Proc {
         r.map_err(|e| self.failed(&format!("writing stdin: {e}")))
     }
 
+    /// Sends SIGTERM (unless the child has exited), without waiting: to stop several children
+    /// at once, terminate each, then [`Proc::stop`] each.
+    pub fn terminate(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            // SAFETY: kill(2) on the pid of a child this struct owns and has not reaped.
+            unsafe {
+                libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+            }
+        }
+    }
+
     /// Sends SIGTERM and waits up to `grace` for the child to exit, then kills it.
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
         if let Ok(Some(s)) = self.child.try_wait() {
             return Some(s);
         }
-        // SAFETY: kill(2) on the pid of a child this struct owns and has not reaped.
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
+        self.terminate();
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             if let Ok(Some(s)) = self.child.try_wait() {
