@@ -20,6 +20,7 @@ import pytest
 
 import cohort
 from cohort.bridge import Bridge, BridgeConfigError, MissingSecretError, is_bridged, load_config, parse_config, wire
+from cohort.bridge.links import TIMING_WINDOW, Counters
 from cohort.bridge.qos import class_of, priority_code
 from cohort.bridge.zconf import peer_config
 
@@ -278,6 +279,15 @@ def test_get_is_answered_by_the_other_robots(tmp_path: Path, closing: Callable[[
     coord = bridges[0].counters
     assert coord.get("group_requests") >= 1
     assert all(b.counters.get("loops_prevented") == 0 for b in bridges)
+    # Where the time went, at the asker, the coordinator and a robot that answered.
+    asked = bridges[asker - 1].stats()["timings"]
+    assert asked["query"]["n"] >= 2
+    assert set(asked["query"]) == {"n", "p50_ms", "p99_ms", "max_ms"}
+    assert asked["query"]["p50_ms"] <= asked["query"]["p99_ms"] <= asked["query"]["max_ms"]
+    assert ("relay" in asked) == (asker != 1)
+    assert bridges[0].stats()["timings"]["group_round"]["n"] >= 2
+    served = bridges[2].stats()["timings"]
+    assert served["serve"]["n"] >= 2 and served["local_get"]["n"] >= 2
 
 
 def tokens(session: Any) -> set[str]:
@@ -576,3 +586,16 @@ def test_a_port_taken_is_an_io_error_and_nothing_stays_open(tmp_path: Path) -> N
     assert wait_until(lambda: not [t for t in threading.enumerate() if t.ident not in before])
     # The same configuration starts once the port is free: nothing of the failed start remained.
     Bridge(cfg).start().close()
+
+
+def test_timings_are_nearest_rank_quantiles_of_a_bounded_window() -> None:
+    c = Counters()
+    assert c.timings() == {}
+    for ms in range(1, 101):
+        c.observe("x", ms / 1000)
+    assert c.timings() == {"x": {"n": 100, "p50_ms": 50.0, "p99_ms": 99.0, "max_ms": 100.0}}
+    # Only the last TIMING_WINDOW samples count: an old outlier ages out.
+    c.observe("y", 10.0)
+    for _ in range(TIMING_WINDOW):
+        c.observe("y", 0.002)
+    assert c.timings()["y"] == {"n": TIMING_WINDOW, "p50_ms": 2.0, "p99_ms": 2.0, "max_ms": 2.0}

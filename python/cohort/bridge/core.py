@@ -240,12 +240,17 @@ class Bridge:
 
     def stats(self) -> dict[str, Any]:
         """Counters (``bridged_out``, ``bridged_in``, ``loops_prevented``, ``dropped_*``,
-        ``queries_*``), the links that are up, and the group's view."""
+        ``queries_*``), where a query's time went (``timings``: ``query`` from a local ``get``
+        reaching the bridge to its last answer, ``group_round`` the group request alone,
+        ``relay`` a query relayed to the coordinator and back, ``serve`` a request this robot
+        answered, ``local_get`` this robot's own session answering), the links that are up,
+        and the group's view."""
         links_up = {c.name: sorted(pid for pid, link in self._out[c.index].items() if link.up) for c in CLASSES}
         g = self._group
         return {
             "pid": self.cfg.pid,
             "counters": self.counters.snapshot(),
+            "timings": self.counters.timings(),
             "links_up": links_up,
             "members": g.members if g is not None and not g.closed else [],
             "coordinator": g.coordinator if g is not None and not g.closed else None,
@@ -358,11 +363,11 @@ class Bridge:
                 attachment=None if att is None else att.to_bytes(),
             )
             self.counters.add("queries_asked")
-            self._pool.submit(self._answer_local_query, query, q)
+            self._pool.submit(self._answer_local_query, query, q, time.monotonic())
 
         return on_query
 
-    def _answer_local_query(self, query: Any, q: wire.Query) -> None:
+    def _answer_local_query(self, query: Any, q: wire.Query, asked_at: float) -> None:
         try:
             replies, failed = self._ask_team(q)
             for r in replies:
@@ -379,6 +384,7 @@ class Bridge:
             log.error("query on %s not answered by the team: %s", q.key, e)
         finally:
             query.drop()
+            self.counters.observe("query", time.monotonic() - asked_at)
 
     def _ask_team(self, q: wire.Query) -> tuple[list[wire.Reply], int]:
         g = self._group
@@ -393,6 +399,7 @@ class Bridge:
         pending = _Pending()
         with self._lock:
             self._pending[q.query_id] = pending
+        started = time.monotonic()
         try:
             if not link.send(wire.encode(q), block=True):
                 raise CohortError(f"the link to coordinator {coord} is down", kind="LinkDown")
@@ -400,6 +407,7 @@ class Bridge:
             if not pending.done.wait(q.timeout_ms / 1000 + 1.0):
                 raise CohortTimeout(f"the coordinator (robot {coord}) did not answer", kind="TimedOut")
             assert pending.answers is not None
+            self.counters.observe("relay", time.monotonic() - started)
             return list(pending.answers.replies), pending.answers.failed
         finally:
             with self._lock:
@@ -417,6 +425,9 @@ class Bridge:
                 pids, wire.encode(q), proc_t=self.cfg.timing.query_proc_t, timeout=q.timeout_ms / 1000
             )
             self.counters.add("group_requests")
+            self.counters.observe("group_round", out.duration_s)
+            if out.broadcasts > 1:
+                self.counters.add("group_rebroadcasts", out.broadcasts - 1)
             for pid in sorted(out.replies):
                 try:
                     replies.extend(wire.decode_replies(out.replies[pid]))
@@ -468,9 +479,9 @@ class Bridge:
                 if self._stop.is_set():
                     return
                 continue
-            self._pool.submit(self._serve_request, req)
+            self._pool.submit(self._serve_request, req, time.monotonic())
 
-    def _serve_request(self, req: Any) -> None:
+    def _serve_request(self, req: Any, received_at: float) -> None:
         g = self._group
         try:
             msg = wire.decode(req.data)
@@ -491,6 +502,7 @@ class Bridge:
             try:
                 g.reply(req, data)
                 self.counters.add("queries_served")
+                self.counters.observe("serve", time.monotonic() - received_at)
             except CohortError as e:
                 log.error("reply to the coordinator failed: %s", e)
 
@@ -511,6 +523,7 @@ class Bridge:
         if q.attachment is not None:
             kw["attachment"] = q.attachment
         out: list[wire.Reply] = []
+        started = time.monotonic()
         for r in session.get(
             selector,
             target=zenoh.QueryTarget.ALL,
@@ -524,6 +537,7 @@ class Bridge:
                 out.append(
                     wire.Reply(key=str(r.ok.key_expr), payload=r.ok.payload.to_bytes(), encoding=str(r.ok.encoding))
                 )
+        self.counters.observe("local_get", time.monotonic() - started)
         return out
 
     # Membership -> liveliness tokens.

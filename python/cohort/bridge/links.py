@@ -10,8 +10,10 @@ message is worse than none). Each state change prints one line on the bridge's l
 from __future__ import annotations
 
 import logging
+import math
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -28,12 +30,19 @@ log = logging.getLogger("cohort.bridge")
 POLL_S = 0.1
 
 
+TIMING_WINDOW = 4096
+
+
 class Counters:
-    """Thread-safe named counters (the bridge's ``stats()``)."""
+    """Thread-safe named counters and durations (the bridge's ``stats()``).
+
+    A duration series keeps its last :data:`TIMING_WINDOW` samples, so ``timings()`` describes
+    the recent past of a bridge that runs for days in bounded memory."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._c: dict[str, int] = {}
+        self._t: dict[str, deque[float]] = {}
 
     def add(self, name: str, n: int = 1) -> None:
         with self._lock:
@@ -46,6 +55,31 @@ class Counters:
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return dict(self._c)
+
+    def observe(self, name: str, seconds: float) -> None:
+        """Records one duration of the series ``name``."""
+        with self._lock:
+            self._t.setdefault(name, deque(maxlen=TIMING_WINDOW)).append(seconds)
+
+    def timings(self) -> dict[str, dict[str, float]]:
+        """Per series: ``n`` (samples kept), ``p50_ms``, ``p99_ms``, ``max_ms`` (nearest rank)."""
+        with self._lock:
+            series = {name: sorted(d) for name, d in self._t.items() if d}
+        return {
+            name: {
+                "n": len(xs),
+                "p50_ms": _nearest_rank_ms(xs, 0.5),
+                "p99_ms": _nearest_rank_ms(xs, 0.99),
+                "max_ms": _nearest_rank_ms(xs, 1.0),
+            }
+            for name, xs in series.items()
+        }
+
+
+def _nearest_rank_ms(sorted_s: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank) of sorted seconds, in ms."""
+    i = min(len(sorted_s), max(1, math.ceil(q * len(sorted_s)))) - 1
+    return round(sorted_s[i] * 1e3, 3)
 
 
 @dataclass(frozen=True)
