@@ -20,6 +20,7 @@ import pytest
 
 import cohort
 from cohort.bridge import Bridge, BridgeConfigError, MissingSecretError, is_bridged, load_config, parse_config, wire
+from cohort.bridge.core import ProcEstimate
 from cohort.bridge.links import TIMING_WINDOW, Counters
 from cohort.bridge.qos import class_of, priority_code
 from cohort.bridge.zconf import peer_config
@@ -381,6 +382,7 @@ def test_a_good_config_loads(tmp_path: Path) -> None:
         (GOOD.replace("pid = 2", "pid = 1"), r"pid 1 appears twice"),
         (GOOD + "priority = 'urgent'\n", r"must be one of real_time"),
         (GOOD.replace("lrt_port = 7700", ""), r"\[team\.lrt_port\] missing"),
+        (GOOD + "[timing]\nadaptive_proc_t = 1\n", r"\[timing\.adaptive_proc_t\] must be true or false"),
     ],
 )
 def test_bad_config_is_a_typed_error(tmp_path: Path, text: str, match: str) -> None:
@@ -440,10 +442,37 @@ def test_wire_round_trips_and_refuses_truncation() -> None:
     assert wire.decode(wire.encode(q)) == q
     ans = wire.Answers(query_id=9, replies=(wire.Reply("a/b", b"r", "e"),), failed=1)
     assert wire.decode(wire.encode(ans)) == ans
-    data = wire.encode(ans)
-    for n in range(len(data) - 1):
-        with pytest.raises(wire.WireError):
-            wire.decode(data[:n])
+    gr = wire.GroupReply(replies=(wire.Reply("a/b", b"r", "e"), wire.Reply("a/c", b"", "")), serve_us=1234)
+    assert wire.decode(wire.encode(gr)) == gr
+    for msg in (ans, gr):
+        data = wire.encode(msg)
+        for n in range(len(data) - 1):
+            with pytest.raises(wire.WireError):
+                wire.decode(data[:n])
+        with pytest.raises(wire.WireError, match="trailing"):
+            wire.decode(data + b"x")
+    # A group reply without the header (the format before serve times) is refused, not misread.
+    with pytest.raises(wire.WireError, match="version"):
+        wire.decode(b"\x00\x01" + wire.encode(gr)[7:])
+
+
+def test_proc_t_follows_the_robots_serve_times_within_its_bounds() -> None:
+    fixed = ProcEstimate(0.05, cap=0.5, adaptive=False)
+    fixed.observe(0.001)
+    assert fixed.value() == 0.05
+    est = ProcEstimate(0.05, cap=0.5, adaptive=True)
+    assert est.value() == 0.05  # nothing heard yet: the configured value
+    for _ in range(50):
+        est.observe(0.002)
+    assert est.value() == pytest.approx(0.002, rel=0.05)  # steady: SRTT, RTTVAR gone
+    est.observe(0.012)  # one slow robot widens the estimate at once
+    assert est.value() > 0.012
+    for _ in range(50):
+        est.observe(5.0)
+    assert est.value() == 0.5
+    for _ in range(200):
+        est.observe(0.0)
+    assert est.value() == ProcEstimate.FLOOR_S
 
 
 def test_a_peer_that_vanishes_is_counted_drops_and_one_error_line(

@@ -109,6 +109,7 @@ class TimingConfig:
     drop_queue_len: int = 64
     block_queue_len: int = 1024
     query_proc_t: float = 0.05
+    adaptive_proc_t: bool = True
     local_query_timeout_s: float = 0.5
     max_reply_bytes: int = 60000
     join_poll_s: float = 1.0
@@ -351,6 +352,7 @@ def parse_config(text: str, *, path: str | None = None, base: Path | None = None
         drop_queue_len=tt.integer("drop_queue_len", d.drop_queue_len, lo=1, hi=1_000_000),
         block_queue_len=tt.integer("block_queue_len", d.block_queue_len, lo=1, hi=1_000_000),
         query_proc_t=tt.number("query_proc_t", d.query_proc_t, lo=0.0, hi=60),
+        adaptive_proc_t=tt.get("adaptive_proc_t", bool, d.adaptive_proc_t, what="true or false"),
         local_query_timeout_s=tt.number("local_query_timeout_s", d.local_query_timeout_s, lo=0.01, hi=60),
         max_reply_bytes=tt.integer("max_reply_bytes", d.max_reply_bytes, lo=64, hi=60000),
         join_poll_s=tt.number("join_poll_s", d.join_poll_s, lo=0.0, hi=3600),

@@ -61,6 +61,44 @@ def zenoh_config(cfg: BridgeConfig) -> Any:
     return peer_config(list(z.listen), list(z.connect), mode=z.mode, scouting=z.multicast_scouting)
 
 
+class ProcEstimate:
+    """The coordinator's ``query_proc_t``: how long the robots take to answer a group request.
+
+    A robot whose answer (or the request itself) was lost on the air is asked again only after
+    ``msg_t + query_proc_t + n·msg_t``, so on a lossy channel every repair round costs one
+    ``query_proc_t``: too long and a lost broadcast costs that much latency, too short and a
+    robot still answering is asked again (one small broadcast, answered once). With
+    ``adaptive`` the estimate follows the serve times the robots report in their replies the way
+    RFC 6298 follows round-trip times (``SRTT + 4·RTTVAR``, gains 1/8 and 1/4), starting from
+    the configured value, within ``[floor, cap]``; otherwise it stays the configured value."""
+
+    FLOOR_S = 0.0002
+
+    def __init__(self, initial: float, cap: float, adaptive: bool) -> None:
+        self._lock = threading.Lock()
+        self._initial = initial
+        self._cap = max(cap, self.FLOOR_S)
+        self._adaptive = adaptive
+        self._srtt: float | None = None
+        self._rttvar = 0.0
+
+    def observe(self, serve_s: float) -> None:
+        if not self._adaptive:
+            return
+        with self._lock:
+            if self._srtt is None:
+                self._srtt, self._rttvar = serve_s, serve_s / 2
+            else:
+                self._rttvar = 0.75 * self._rttvar + 0.25 * abs(self._srtt - serve_s)
+                self._srtt = 0.875 * self._srtt + 0.125 * serve_s
+
+    def value(self) -> float:
+        with self._lock:
+            if self._srtt is None:
+                return self._initial
+            return min(self._cap, max(self.FLOOR_S, self._srtt + 4 * self._rttvar))
+
+
 class _Pending:
     """A relayed query waiting for the coordinator's answers."""
 
@@ -89,6 +127,10 @@ class Bridge:
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
         self._publish_keys: list[Any] = []
+        t = cfg.timing
+        # A robot gives up on its own session after local_query_timeout_s, so no answer takes
+        # much longer than that.
+        self.proc_t = ProcEstimate(t.query_proc_t, t.local_query_timeout_s + t.msg_t, t.adaptive_proc_t)
 
     # Life cycle.
 
@@ -254,6 +296,7 @@ class Bridge:
             "links_up": links_up,
             "members": g.members if g is not None and not g.closed else [],
             "coordinator": g.coordinator if g is not None and not g.closed else None,
+            "query_proc_t_ms": round(self.proc_t.value() * 1e3, 3),
         }
 
     # Publications: local session -> team.
@@ -421,19 +464,23 @@ class Bridge:
         replies: list[wire.Reply] = []
         failed = 0
         if pids:
-            out = g.request_reply(
-                pids, wire.encode(q), proc_t=self.cfg.timing.query_proc_t, timeout=q.timeout_ms / 1000
-            )
+            out = g.request_reply(pids, wire.encode(q), proc_t=self.proc_t.value(), timeout=q.timeout_ms / 1000)
             self.counters.add("group_requests")
             self.counters.observe("group_round", out.duration_s)
             if out.broadcasts > 1:
                 self.counters.add("group_rebroadcasts", out.broadcasts - 1)
             for pid in sorted(out.replies):
                 try:
-                    replies.extend(wire.decode_replies(out.replies[pid]))
+                    answer = wire.decode(out.replies[pid])
+                    if not isinstance(answer, wire.GroupReply):
+                        raise wire.WireError(f"a group reply of kind {type(answer).__name__}")
                 except wire.WireError as e:
                     failed += 1
+                    self.counters.add("dropped_bad_message")
                     log.error("answer of robot %d dropped: %s", pid, e)
+                    continue
+                replies.extend(answer.replies)
+                self.proc_t.observe(answer.serve_us / 1e6)
             failed += len(out.failed)
         return replies, failed
 
@@ -492,12 +539,13 @@ class Bridge:
             self.counters.add("dropped_bad_message")
             log.error("group request dropped: %s", e)
             replies = []
-        data = wire.encode_replies(replies)
         limit = self.cfg.timing.max_reply_bytes
+        serve_us = int((time.monotonic() - received_at) * 1e6)
+        data = wire.encode(wire.GroupReply(tuple(replies), serve_us))
         while len(data) > limit and replies:
             replies = replies[:-1]
             self.counters.add("query_replies_truncated")
-            data = wire.encode_replies(replies)
+            data = wire.encode(wire.GroupReply(tuple(replies), serve_us))
         if g is not None and not g.closed:
             try:
                 g.reply(req, data)

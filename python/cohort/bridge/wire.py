@@ -12,8 +12,11 @@ All integers big-endian. Every message starts with ``version u8 = 1`` and ``kind
   bytes32]``, payload (the rest).
 * ``ANSWERS`` (LRT from the coordinator to the robot that asked): ``query id u32``, ``failed
   u16`` (robots that did not answer), then replies.
-* A group reply (no header) is ``count u16`` then ``count`` replies, each ``key str16``,
-  ``encoding str16``, ``payload bytes32``.
+* ``GROUP_REPLY`` (a robot's reply to a group request): ``serve us u32`` (the robot's time
+  from the request to its answer, which the coordinator's ``query_proc_t`` estimate
+  follows), then replies.
+* Replies (in ``ANSWERS`` and ``GROUP_REPLY``) are ``count u16`` then ``count`` replies, each
+  ``key str16``, ``encoding str16``, ``payload bytes32``.
 
 ``str16`` is a u16 length and UTF-8 bytes; ``bytes32`` a u32 length and bytes. A message that
 does not parse raises :class:`WireError` (the bridge counts it and drops it).
@@ -24,10 +27,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["Answers", "Query", "Reply", "Sample", "WireError", "decode", "decode_replies", "encode_replies"]
+__all__ = ["Answers", "GroupReply", "Query", "Reply", "Sample", "WireError", "decode", "encode"]
 
 VERSION = 1
-SAMPLE, QUERY, ANSWERS = 1, 2, 3
+SAMPLE, QUERY, ANSWERS, GROUP_REPLY = 1, 2, 3, 4
 
 F_DELETE, F_EXPRESS, F_BLOCK, F_ATTACHMENT = 1, 2, 4, 8
 Q_PAYLOAD, Q_ATTACHMENT = 1, 2
@@ -74,6 +77,12 @@ class Answers:
     query_id: int
     replies: tuple[Reply, ...]
     failed: int = 0
+
+
+@dataclass(frozen=True)
+class GroupReply:
+    replies: tuple[Reply, ...]
+    serve_us: int = 0
 
 
 class _Writer:
@@ -155,7 +164,10 @@ def _header(w: _Writer, kind: int) -> None:
     w.u8(kind)
 
 
-def encode(msg: Sample | Query | Answers) -> bytes:
+Message = Sample | Query | Answers | GroupReply
+
+
+def encode(msg: Message) -> bytes:
     w = _Writer()
     if isinstance(msg, Sample):
         _header(w, SAMPLE)
@@ -176,11 +188,15 @@ def encode(msg: Sample | Query | Answers) -> bytes:
     elif isinstance(msg, Query):
         _header(w, QUERY)
         _query_body(w, msg)
-    else:
+    elif isinstance(msg, Answers):
         _header(w, ANSWERS)
         w.u32(msg.query_id)
         w.u16(min(msg.failed, 0xFFFF))
-        w.raw(encode_replies(msg.replies))
+        _replies(w, msg.replies)
+    else:
+        _header(w, GROUP_REPLY)
+        w.u32(min(max(msg.serve_us, 0), 0xFFFFFFFF))
+        _replies(w, msg.replies)
     return w.finish()
 
 
@@ -197,8 +213,8 @@ def _query_body(w: _Writer, q: Query) -> None:
     w.raw(q.payload or b"")
 
 
-def decode(data: bytes) -> Sample | Query | Answers:
-    """Parses one LRT message or group request."""
+def decode(data: bytes) -> Message:
+    """Parses one LRT message, group request or group reply."""
     r = _Reader(data)
     version = r.u8()
     if version != VERSION:
@@ -241,22 +257,24 @@ def decode(data: bytes) -> Sample | Query | Answers:
         )
     if kind == ANSWERS:
         query_id, failed = r.u32(), r.u16()
-        return Answers(query_id=query_id, replies=decode_replies(r.rest()), failed=failed)
+        return Answers(query_id=query_id, replies=_read_replies(r), failed=failed)
+    if kind == GROUP_REPLY:
+        serve_us = r.u32()
+        return GroupReply(replies=_read_replies(r), serve_us=serve_us)
     raise WireError(f"unknown message kind {kind}")
 
 
-def encode_replies(replies: tuple[Reply, ...] | list[Reply]) -> bytes:
-    w = _Writer()
+def _replies(w: _Writer, replies: tuple[Reply, ...]) -> None:
+    if len(replies) > 0xFFFF:
+        raise WireError(f"{len(replies)} replies exceed 65535")
     w.u16(len(replies))
     for rep in replies:
         w.str16(rep.key)
         w.str16(rep.encoding)
         w.bytes32(rep.payload)
-    return w.finish()
 
 
-def decode_replies(data: bytes) -> tuple[Reply, ...]:
-    r = _Reader(data)
-    out = [Reply(key=r.str16(), encoding=r.str16(), payload=r.bytes32()) for _ in range(r.u16())]
+def _read_replies(r: _Reader) -> tuple[Reply, ...]:
+    out = tuple(Reply(key=r.str16(), encoding=r.str16(), payload=r.bytes32()) for _ in range(r.u16()))
     r.end()
-    return tuple(out)
+    return out
