@@ -179,6 +179,7 @@ class GroupSocket:
         fault_detect_t: float = 1.0,
         heartbeat_t: float = 0.25,
         max_payload: int = 60000,
+        start_grace: float = 0.0,
     ) -> GroupSocket: ...
     @property
     def pid(self) -> int: ...

@@ -43,6 +43,7 @@ class GroupSocket:
         fault_detect_t: float = 1.0,
         heartbeat_t: float = 0.25,
         max_payload: int = 60000,
+        start_grace: float = 0.0,
     ) -> GroupSocket:
         """Binds ``local`` (``"ip:port"``, this member's address on the team's port) and the
         team's ``broadcast`` address (same port), and starts the member.
@@ -51,7 +52,9 @@ class GroupSocket:
         once: for the first start of a team. Without, it starts outside and :meth:`join`
         joins; ``incarnation`` (default: the wall clock in seconds) must exceed every earlier
         life of this pid. ``secret`` (at least 16 bytes) and ``team`` must match the others'.
-        ``msg_t``, ``fault_detect_t`` and ``heartbeat_t`` (seconds) are the protocol's timing.
+        ``msg_t``, ``fault_detect_t`` and ``heartbeat_t`` (seconds) are the protocol's timing;
+        ``start_grace`` (seconds, static group only) gives the other members that long more
+        before they are suspected, for a team whose members do not all start at once.
         """
         return cls(
             _native.GroupSocket.open(
@@ -68,6 +71,7 @@ class GroupSocket:
                 fault_detect_t=fault_detect_t,
                 heartbeat_t=heartbeat_t,
                 max_payload=max_payload,
+                start_grace=start_grace,
             )
         )
 

@@ -429,8 +429,9 @@ def test_a_bad_message_from_a_peer_is_a_counted_drop(tmp_path: Path, caplog: pyt
     bridge = Bridge(cfg)  # not started: the message path needs no sockets
     with caplog.at_level("ERROR", logger="cohort.bridge"):
         bridge._on_message(2, b"\x01\x09garbage")
-    assert bridge.counters.get("dropped_bad_message") == 1
-    assert len([r for r in caplog.records if "message from robot 2 dropped" in r.message]) == 1
+        bridge._on_message(2, wire.encode(wire.GroupReply(replies=(), serve_us=5)))
+    assert bridge.counters.get("dropped_bad_message") == 2
+    assert len([r for r in caplog.records if "message from robot 2 dropped" in r.message]) == 2
 
 
 def test_wire_round_trips_and_refuses_truncation() -> None:

@@ -236,6 +236,26 @@ def test_bad_configurations_are_refused() -> None:
     assert "IPv4" in str(e2.value)
     with pytest.raises(cohort.ConfigError):
         GroupSocket.open("nowhere", f"127.255.255.255:{port}", secret=SECRET, team=7, pid=1)
+    with pytest.raises(cohort.ConfigError, match="start_grace"):
+        open_member(1, port, [1], start_grace=-1.0)
+
+
+def test_a_member_started_within_the_start_grace_keeps_the_static_team() -> None:
+    """Member 1 (the coordinator) starts after the others' fault_detect_t, within their grace."""
+    port = free_port()
+    pids = [1, 2, 3]
+    later = [open_member(p, port, pids, start_grace=3.0) for p in (2, 3)]
+    try:
+        threading.Event().wait(FAST["fault_detect_t"] + 0.5)
+        first = open_member(1, port, pids, start_grace=3.0)
+        later.append(first)
+        threading.Event().wait(1.0)
+        for s in later:
+            assert (s.members, s.coordinator) == (pids, 1), s.pid
+        assert first.is_coordinator
+    finally:
+        for s in later:
+            s.close()
 
 
 def test_a_pid_in_use_is_refused(group: list[GroupSocket]) -> None:

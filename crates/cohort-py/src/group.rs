@@ -234,7 +234,8 @@ fn closed() -> Error {
 impl PyGroupSocket {
     #[staticmethod]
     #[pyo3(signature = (local, broadcast, *, secret, team, pid, members=None, incarnation=None, dscp=None,
-        allow_fragmentation=false, msg_t=0.03, fault_detect_t=1.0, heartbeat_t=0.25, max_payload=60000))]
+        allow_fragmentation=false, msg_t=0.03, fault_detect_t=1.0, heartbeat_t=0.25, max_payload=60000,
+        start_grace=0.0))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -251,6 +252,7 @@ impl PyGroupSocket {
         fault_detect_t: f64,
         heartbeat_t: f64,
         max_payload: usize,
+        start_grace: f64,
     ) -> PyResult<Self> {
         let (local, broadcast) = (errors::address(local)?, errors::address(broadcast)?);
         let mut cfg = GroupConfig::new(&*secret, team, pid, local, broadcast);
@@ -265,6 +267,7 @@ impl PyGroupSocket {
         cfg.group.fault_detect_t = errors::seconds("fault_detect_t", fault_detect_t)?;
         cfg.group.heartbeat_t = errors::seconds("heartbeat_t", heartbeat_t)?;
         cfg.group.max_payload = max_payload;
+        cfg.group.start_grace = errors::seconds("start_grace", start_grace)?;
         let start = match (members, incarnation) {
             (Some(_), Some(_)) => {
                 return Err(Error::config(

@@ -78,6 +78,7 @@ impl Default for GroupScenario {
                 fault_detect_t: Duration::from_millis(300),
                 heartbeat_t: Duration::from_millis(60),
                 max_payload: 1400,
+                start_grace: Duration::ZERO,
             },
         }
     }

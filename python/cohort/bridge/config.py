@@ -114,6 +114,7 @@ class TimingConfig:
     max_reply_bytes: int = 60000
     join_poll_s: float = 1.0
     join_t: float = 0.05
+    start_grace_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -357,6 +358,7 @@ def parse_config(text: str, *, path: str | None = None, base: Path | None = None
         max_reply_bytes=tt.integer("max_reply_bytes", d.max_reply_bytes, lo=64, hi=60000),
         join_poll_s=tt.number("join_poll_s", d.join_poll_s, lo=0.0, hi=3600),
         join_t=tt.number("join_t", d.join_t, lo=0.001, hi=60),
+        start_grace_s=tt.number("start_grace_s", d.start_grace_s, lo=0.0, hi=3600),
     )
     tt.done()
     root.done()

@@ -184,6 +184,7 @@ class Bridge:
             msg_t=t.msg_t,
             fault_detect_t=t.fault_detect_t,
             heartbeat_t=t.heartbeat_t,
+            start_grace=t.start_grace_s,
         )
         for peer in cfg.peers:
             for c in CLASSES:
@@ -356,6 +357,9 @@ class Bridge:
             self._put_local(msg)
         elif isinstance(msg, wire.Query):
             self._pool.submit(self._coordinate_relayed, msg)
+        elif isinstance(msg, wire.GroupReply):  # belongs in a group reply, never on a link
+            self.counters.add("dropped_bad_message")
+            log.error("message from robot %d dropped: a group reply on an LRT link", peer)
         else:
             with self._lock:
                 pending = self._pending.get(msg.query_id)

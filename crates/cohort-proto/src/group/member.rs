@@ -91,7 +91,7 @@ impl Member {
         }
         for (i, &p) in sorted.iter().enumerate() {
             m.view.insert(p, Entry { incarnation: 0, ticket: i as u64 + 1, new: false });
-            m.last_heard.insert(p, now);
+            m.last_heard.insert(p, now + m.cfg.start_grace);
         }
         m.next_ticket = sorted.len() as u64 + 1;
         m.state = State::Normal;

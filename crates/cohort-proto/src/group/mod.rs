@@ -101,6 +101,14 @@ pub struct Config {
     /// Largest request or reply payload, bytes. Default 60 000 (a UDP datagram with room for
     /// headers, the secure frame and the reply mask of a large group).
     pub max_payload: usize,
+    /// A static group's members are not started at one instant (robots boot, processes load):
+    /// a member of [`Member::with_group`] suspects another only after `fault_detect_t +
+    /// start_grace` without hearing it, so the members that start within `start_grace` of
+    /// each other keep the static view, its tickets and its coordinator (the smallest pid).
+    /// Without it, a member started `fault_detect_t` after the others is removed, readmitted
+    /// with a new ticket, and the coordinator is whoever started first. Once a member has been
+    /// heard, `fault_detect_t` alone applies. Default 0 (Alg. 1 as written).
+    pub start_grace: Duration,
 }
 
 impl Default for Config {
@@ -110,6 +118,7 @@ impl Default for Config {
             fault_detect_t: Duration::from_secs(1),
             heartbeat_t: Duration::from_millis(250),
             max_payload: 60_000,
+            start_grace: Duration::ZERO,
         }
     }
 }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 const MS: Duration = Duration::from_millis(1);
 
 fn cfg() -> Config {
-    Config { msg_t: 10 * MS, fault_detect_t: 400 * MS, heartbeat_t: 100 * MS, max_payload: 60_000 }
+    Config { msg_t: 10 * MS, fault_detect_t: 400 * MS, heartbeat_t: 100 * MS, max_payload: 60_000, ..Config::default() }
 }
 
 /// The reply a test application gives: the request with the replier's pid appended.
@@ -42,6 +42,10 @@ struct Team {
 
 impl Team {
     fn new(pids: &[u32]) -> Self {
+        Self::with_cfg(pids, cfg())
+    }
+
+    fn with_cfg(pids: &[u32], cfg: Config) -> Self {
         let mut t = Team {
             now: Instant::ZERO,
             members: BTreeMap::new(),
@@ -55,7 +59,7 @@ impl Team {
             buf: vec![0u8; Member::MAX_DATAGRAM],
         };
         for &p in pids {
-            t.members.insert(p, Member::with_group(cfg(), p, pids, Instant::ZERO).unwrap());
+            t.members.insert(p, Member::with_group(cfg, p, pids, Instant::ZERO).unwrap());
         }
         t.flush();
         t
@@ -374,6 +378,58 @@ fn the_coordinators_failure_elects_the_next_ticket_without_messages() {
     assert!(t.views_agree());
     t.on(2, |m, now| m.request_reply(now, &[3, 4], b"after".to_vec(), MS)).unwrap();
     assert_eq!(replies(t.until(2, Duration::from_secs(1), |e| matches!(e, Event::Replies(_)))).replies.len(), 2);
+}
+
+/// Member 1 (the static group's coordinator) starts 700 ms after the others, with and
+/// without a start grace that covers it.
+fn late_start(start_grace: Duration) -> Team {
+    let c = Config { start_grace, ..cfg() };
+    let pids = [1, 2, 3];
+    let mut t = Team::with_cfg(&pids, c);
+    t.crash(1);
+    t.run_for(Duration::from_millis(700));
+    t.members.insert(1, Member::with_group(c, 1, &pids, t.now).unwrap());
+    t.flush();
+    t.run_for(Duration::from_millis(1500));
+    t
+}
+
+#[test]
+fn a_member_started_within_the_start_grace_keeps_the_static_view_and_coordinator() {
+    let mut t = late_start(Duration::from_secs(1));
+    for p in [1, 2, 3] {
+        assert_eq!(t.m(p).coordinator(), Some(1), "member {p}");
+        assert_eq!(t.m(p).view().pids(), [1, 2, 3], "member {p}");
+        assert!(
+            t.events.get(&p).is_none_or(|es| es.iter().all(|(_, e)| !matches!(e, Event::Removed { .. }))),
+            "member {p} removed someone: {:?}",
+            t.events.get(&p)
+        );
+    }
+    assert!(t.views_agree());
+    t.on(1, |m, now| m.request_reply(now, &[2, 3], b"q".to_vec(), MS)).unwrap();
+    assert_eq!(replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(_)))).replies.len(), 2);
+}
+
+#[test]
+fn without_a_start_grace_a_late_member_is_removed_and_the_coordinator_moves() {
+    let mut t = late_start(Duration::ZERO);
+    assert_eq!(t.m(2).coordinator(), Some(2));
+    assert_eq!(t.m(3).coordinator(), Some(2));
+    assert!(t.events[&2].iter().any(|(_, e)| matches!(e, Event::BecameCoord { .. })));
+}
+
+#[test]
+fn a_member_that_never_starts_is_removed_after_the_grace_and_fault_detect_t() {
+    let grace = Duration::from_millis(600);
+    let c = Config { start_grace: grace, ..cfg() };
+    let mut t = Team::with_cfg(&[1, 2, 3], c);
+    t.crash(3);
+    t.run_for(grace + cfg().fault_detect_t - 50 * MS);
+    assert_eq!(t.m(1).view().pids(), [1, 2, 3], "not before the grace and fault_detect_t");
+    t.run_for(Duration::from_millis(500));
+    assert_eq!(t.m(1).view().pids(), [1, 2]);
+    assert_eq!(t.m(2).view().pids(), [1, 2]);
 }
 
 #[test]
