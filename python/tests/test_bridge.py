@@ -593,6 +593,9 @@ def test_a_restarted_bridge_is_readmitted(tmp_path: Path, closing: Callable[[Any
     assert wait_until(lambda: tokens(app1) == {"cohort/team/1", "cohort/team/2", "cohort/team/3"})
     assert wait_until(lambda: again.stats()["members"] == [1, 2, 3])
     assert wait_until(lambda: bridges[0].counters.get("members_admitted") == 1)
+    # Robot 1 saw robot 3 leave, then join again, as the coordinator both times.
+    changes = [(e.get("left"), e.get("joined"), e["coordinator"]) for e in bridges[0].stats()["membership"]]
+    assert changes == [(3, None, 1), (None, 3, 1)], changes
 
     def arrived() -> bool:
         app3.put("team/back", b"hello again")

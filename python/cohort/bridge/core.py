@@ -21,6 +21,7 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
@@ -127,6 +128,9 @@ class Bridge:
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
         self._publish_keys: list[Any] = []
+        self._started = time.monotonic()
+        # The last membership changes this bridge saw (stats()["membership"]).
+        self._history: deque[dict[str, Any]] = deque(maxlen=64)
         t = cfg.timing
         # A robot gives up on its own session after local_query_timeout_s, so no answer takes
         # much longer than that.
@@ -287,7 +291,9 @@ class Bridge:
         reaching the bridge to its last answer, ``group_round`` the group request alone,
         ``relay`` a query relayed to the coordinator and back, ``serve`` a request this robot
         answered, ``local_get`` this robot's own session answering), the links that are up,
-        and the group's view."""
+        the group's view, and the last 64 membership changes this bridge saw (``membership``:
+        seconds since start, the robot that ``joined`` or ``left``, this bridge's group state
+        and coordinator then)."""
         links_up = {c.name: sorted(pid for pid, link in self._out[c.index].items() if link.up) for c in CLASSES}
         g = self._group
         return {
@@ -298,7 +304,12 @@ class Bridge:
             "members": g.members if g is not None and not g.closed else [],
             "coordinator": g.coordinator if g is not None and not g.closed else None,
             "query_proc_t_ms": round(self.proc_t.value() * 1e3, 3),
+            "membership": self._membership_history(),
         }
+
+    def _membership_history(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return list(self._history)
 
     # Publications: local session -> team.
 
@@ -608,15 +619,27 @@ class Bridge:
             for pid in sorted(members - set(self._tokens)):
                 self._tokens[pid] = session.liveliness().declare_token(f"{prefix}/{pid}")
                 if pid != self.cfg.pid and self._seen_members:
+                    self._membership("joined", pid, g)
                     log.warning("robot %d joined the team", pid)
             for pid in sorted(set(self._tokens) - members):
                 self._tokens.pop(pid).undeclare()
                 self.counters.add("members_lost")
+                self._membership("left", pid, g)
                 log.error("robot %d left the team (its fault detector or a leave)", pid)
             self._seen_members = True
             self._stop.wait(0.1)
 
     _seen_members = False
+
+    def _membership(self, change: str, pid: int, g: GroupSocket) -> None:
+        try:
+            state, coord = g.state, g.coordinator
+        except CohortError:
+            state, coord = "closed", None
+        with self._lock:
+            self._history.append(
+                {"t_s": round(time.monotonic() - self._started, 3), change: pid, "state": state, "coordinator": coord}
+            )
 
     def _maintain_group(self) -> None:
         """Readmits robots whose bridge restarted: the coordinator runs a join poll every
