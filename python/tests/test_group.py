@@ -101,6 +101,16 @@ def test_request_then_wait_replies(group: list[GroupSocket]) -> None:
         t.join(WAIT)
 
 
+def test_a_request_knows_its_age(group: list[GroupSocket]) -> None:
+    rid = group[0].request([2], b"ping", proc_t=0.2)
+    req = group[1].next_request(timeout=WAIT)
+    first = req.age
+    threading.Event().wait(0.05)
+    assert first >= 0.0 and req.age >= first + 0.05
+    group[1].reply(req, b"pong")
+    assert group[0].wait_replies(rid, timeout=WAIT).replies == {2: b"pong"}
+
+
 def test_async_request_reply(group: list[GroupSocket]) -> None:
     coord, member = group[0], group[1]
 

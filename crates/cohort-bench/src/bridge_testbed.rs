@@ -393,8 +393,10 @@ fn one_run(
             let stats: Vec<Value> = bridges
                 .iter_mut()
                 .map(|b| {
-                    b.stop(Duration::from_secs(30));
-                    b.json_line(Duration::from_secs(2)).unwrap_or_else(|e| json!({ "error": e }))
+                    let status = b.stop(Duration::from_secs(30));
+                    b.json_line(Duration::from_secs(2)).unwrap_or_else(
+                        |e| json!({ "error": e, "exit": status.map_or("still running".into(), |s| s.to_string()) }),
+                    )
                 })
                 .collect();
             Ok(run_report(&topic, &sent, &got, bulk_mbps, stats))

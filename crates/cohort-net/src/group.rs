@@ -167,6 +167,9 @@ pub enum GroupError {
 pub struct Request {
     pub id: IncomingId,
     pub data: Vec<u8>,
+    /// When the request reached this member (its socket's driver handed it out), so an
+    /// application can tell how long it took to answer, waiting for a thread included.
+    pub received: std::time::Instant,
 }
 
 /// Counters of the socket, besides the member's own.
@@ -228,7 +231,9 @@ impl Inner {
     fn route_events(&mut self) {
         while let Some(ev) = self.member.poll_event() {
             match ev {
-                Event::Request { id, data } => self.requests.push_back(Request { id, data }),
+                Event::Request { id, data } => {
+                    self.requests.push_back(Request { id, data, received: std::time::Instant::now() })
+                }
                 Event::Replies(r) => {
                     self.outcomes.insert(r.id, Ok(r));
                 }

@@ -27,6 +27,7 @@ pub struct PyGroupSocket {
 pub struct PyGroupRequest {
     id: IncomingId,
     data: Vec<u8>,
+    received: std::time::Instant,
 }
 
 #[pymethods]
@@ -46,6 +47,13 @@ impl PyGroupRequest {
     #[getter]
     fn seqno(&self) -> u64 {
         self.id.seqno
+    }
+
+    /// Seconds since the request reached this member: read just before `reply`, what the
+    /// member took to answer (the coordinator's `proc_t`), thread wake-ups included.
+    #[getter]
+    fn age(&self) -> f64 {
+        self.received.elapsed().as_secs_f64()
     }
 
     fn __repr__(&self) -> String {
@@ -355,14 +363,16 @@ impl PyGroupSocket {
     fn next_request(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<PyGroupRequest> {
         let t = errors::timeout(timeout)?;
         let r = wait::sliced(py, t, |slice| self.get()?.next_request(Some(slice)).map_err(grp), is_timeout)?;
-        Ok(PyGroupRequest { id: r.id, data: r.data })
+        Ok(PyGroupRequest { id: r.id, data: r.data, received: r.received })
     }
 
     fn next_request_op(&self) -> PyResult<Pending> {
         let s = self.get()?;
         Ok(Pending::new(async move {
             let r = s.next_request_async().await;
-            done(r, |py, Request { id, data }| Ok(Py::new(py, PyGroupRequest { id, data })?.into_any()))
+            done(r, |py, Request { id, data, received }| {
+                Ok(Py::new(py, PyGroupRequest { id, data, received })?.into_any())
+            })
         }))
     }
 
