@@ -44,6 +44,7 @@ class GroupSocket:
         heartbeat_t: float = 0.25,
         max_payload: int = 60000,
         start_grace: float = 0.0,
+        early_repair: bool = False,
     ) -> GroupSocket:
         """Binds ``local`` (``"ip:port"``, this member's address on the team's port) and the
         team's ``broadcast`` address (same port), and starts the member.
@@ -54,7 +55,9 @@ class GroupSocket:
         life of this pid. ``secret`` (at least 16 bytes) and ``team`` must match the others'.
         ``msg_t``, ``fault_detect_t`` and ``heartbeat_t`` (seconds) are the protocol's timing;
         ``start_grace`` (seconds, static group only) gives the other members that long more
-        before they are suspected, for a team whose members do not all start at once.
+        before they are suspected, for a team whose members do not all start at once;
+        ``early_repair`` makes a coordinator ask the members still missing again as soon as the
+        last slot's reply arrives, not at the round's deadline (for lossy or busy channels).
         """
         return cls(
             _native.GroupSocket.open(
@@ -72,6 +75,7 @@ class GroupSocket:
                 heartbeat_t=heartbeat_t,
                 max_payload=max_payload,
                 start_grace=start_grace,
+                early_repair=early_repair,
             )
         )
 

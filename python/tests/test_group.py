@@ -111,6 +111,24 @@ def test_a_request_knows_its_age(group: list[GroupSocket]) -> None:
     assert group[0].wait_replies(rid, timeout=WAIT).replies == {2: b"pong"}
 
 
+def test_early_repair_members_answer_as_usual() -> None:
+    port = free_port()
+    pids = [1, 2, 3]
+    g = [open_member(p, port, pids, early_repair=True) for p in pids]
+    stop = threading.Event()
+    threads = [serve(s, stop, []) for s in g[1:]]
+    try:
+        out = g[0].request_reply([2, 3], b"hi", timeout=WAIT)
+        assert out.replies == {2: b"2:hi", 3: b"3:hi"} and out.broadcasts == 1
+        assert g[0].stats()["member"]["early_repairs"] == 0  # nothing lost on loopback
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(WAIT)
+        for s in g:
+            s.close()
+
+
 def test_async_request_reply(group: list[GroupSocket]) -> None:
     coord, member = group[0], group[1]
 

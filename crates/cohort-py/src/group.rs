@@ -243,7 +243,7 @@ impl PyGroupSocket {
     #[staticmethod]
     #[pyo3(signature = (local, broadcast, *, secret, team, pid, members=None, incarnation=None, dscp=None,
         allow_fragmentation=false, msg_t=0.03, fault_detect_t=1.0, heartbeat_t=0.25, max_payload=60000,
-        start_grace=0.0))]
+        start_grace=0.0, early_repair=false))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -261,6 +261,7 @@ impl PyGroupSocket {
         heartbeat_t: f64,
         max_payload: usize,
         start_grace: f64,
+        early_repair: bool,
     ) -> PyResult<Self> {
         let (local, broadcast) = (errors::address(local)?, errors::address(broadcast)?);
         let mut cfg = GroupConfig::new(&*secret, team, pid, local, broadcast);
@@ -276,6 +277,7 @@ impl PyGroupSocket {
         cfg.group.heartbeat_t = errors::seconds("heartbeat_t", heartbeat_t)?;
         cfg.group.max_payload = max_payload;
         cfg.group.start_grace = errors::seconds("start_grace", start_grace)?;
+        cfg.group.early_repair = early_repair;
         let start = match (members, incarnation) {
             (Some(_), Some(_)) => {
                 return Err(Error::config(
@@ -496,6 +498,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &GroupSocketStats) -> PyResult<Bound<'py,
         ignored,
         suspicions,
         requests_handled,
+        early_repairs,
         joins_refused
     );
     let d = PyDict::new(py);

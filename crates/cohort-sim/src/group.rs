@@ -78,7 +78,7 @@ impl Default for GroupScenario {
                 fault_detect_t: Duration::from_millis(300),
                 heartbeat_t: Duration::from_millis(60),
                 max_payload: 1400,
-                start_grace: Duration::ZERO,
+                ..Config::default()
             },
         }
     }
@@ -218,7 +218,9 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
     let members = sc.members_min + rng.below(sc.members_max - sc.members_min + 1);
     let outsiders = rng.below(sc.outsiders_max + 1);
     let n = members + outsiders;
-    let cfg = sc.protocol;
+    // Half the seeds run the coordinator's early repair (from the seed, so the draws of the
+    // other half stay what they were).
+    let cfg = Config { early_repair: sc.protocol.early_repair || seed % 2 == 1, ..sc.protocol };
     let initial: Vec<u32> = (1..=members as u32).collect();
     let mut procs: BTreeMap<u32, Proc> = BTreeMap::new();
     for pid in 1..=n as u32 {

@@ -115,6 +115,7 @@ class TimingConfig:
     join_poll_s: float = 1.0
     join_t: float = 0.05
     start_grace_s: float = 5.0
+    early_repair: bool = True
 
 
 @dataclass(frozen=True)
@@ -359,6 +360,7 @@ def parse_config(text: str, *, path: str | None = None, base: Path | None = None
         join_poll_s=tt.number("join_poll_s", d.join_poll_s, lo=0.0, hi=3600),
         join_t=tt.number("join_t", d.join_t, lo=0.001, hi=60),
         start_grace_s=tt.number("start_grace_s", d.start_grace_s, lo=0.0, hi=3600),
+        early_repair=tt.get("early_repair", bool, d.early_repair, what="true or false"),
     )
     tt.done()
     root.done()

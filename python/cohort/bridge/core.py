@@ -189,6 +189,7 @@ class Bridge:
             fault_detect_t=t.fault_detect_t,
             heartbeat_t=t.heartbeat_t,
             start_grace=t.start_grace_s,
+            early_repair=t.early_repair,
         )
         for peer in cfg.peers:
             for c in CLASSES:

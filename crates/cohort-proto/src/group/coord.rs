@@ -37,6 +37,8 @@ enum Running {
         failed: Vec<u32>,
         issued_at: Instant,
         broadcasts: u32,
+        /// The member in the last slot of the latest broadcast ([`Config::early_repair`]).
+        last_slot: Option<u32>,
     },
     JoinPoll {
         poll: u64,
@@ -155,6 +157,7 @@ impl Member {
                     failed,
                     issued_at,
                     broadcasts: 0,
+                    last_slot: None,
                 });
                 self.request_round(now);
             }
@@ -182,7 +185,8 @@ impl Member {
     fn request_round(&mut self, now: Instant) {
         let ticket = self.my_ticket();
         let seqno = self.coord_state.seqno_of_running();
-        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, .. }) = &mut self.coord_state.running
+        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, last_slot, .. }) =
+            &mut self.coord_state.running
         else {
             return;
         };
@@ -192,6 +196,7 @@ impl Member {
         }
         *deadline = now + self.cfg.msg_t + *proc_t + self.cfg.msg_t.saturating_mul(rmask.len() as u32);
         *broadcasts += 1;
+        *last_slot = rmask.iter().last();
         let (rmask, data) = (rmask.clone(), std::mem::take(data));
         self.heartbeat_before_round(now);
         self.stats.requests_sent += 1;
@@ -224,13 +229,18 @@ impl Member {
             return false;
         }
         let current = self.coord_state.seqno_of_running();
-        let Some(Running::Request { rmask, replies, .. }) = &mut self.coord_state.running else { return false };
+        let Some(Running::Request { rmask, replies, last_slot, .. }) = &mut self.coord_state.running else {
+            return false;
+        };
         if seqno != current || !rmask.remove(from) {
             return false;
         }
         replies.insert(from, data.to_vec());
         if rmask.is_empty() {
             self.complete_request(now);
+        } else if self.cfg.early_repair && *last_slot == Some(from) {
+            self.stats.early_repairs += 1;
+            self.request_round(now);
         }
         true
     }

@@ -109,6 +109,14 @@ pub struct Config {
     /// with a new ticket, and the coordinator is whoever started first. Once a member has been
     /// heard, `fault_detect_t` alone applies. Default 0 (Alg. 1 as written).
     pub start_grace: Duration,
+    /// The coordinator asks the members still missing again as soon as the reply of the
+    /// round's last slot arrives, rather than at the round's deadline (`MsgT + procT +
+    /// n·MsgT`). Replies go in slot order, so a member missing then lost the request or its
+    /// reply on the air (broadcasts are never retried by the MAC; beside a saturating upload
+    /// they also collide), or is still processing: it then answers once, and the early round
+    /// cost one request frame. A round whose last reply is lost still waits for its deadline.
+    /// Default off (Alg. 2 as written).
+    pub early_repair: bool,
 }
 
 impl Default for Config {
@@ -119,6 +127,7 @@ impl Default for Config {
             heartbeat_t: Duration::from_millis(250),
             max_payload: 60_000,
             start_grace: Duration::ZERO,
+            early_repair: false,
         }
     }
 }
@@ -320,6 +329,8 @@ pub struct Stats {
     pub suspicions: u64,
     /// Requests this process handled (one [`Event::Request`] each).
     pub requests_handled: u64,
+    /// Request rounds this coordinator started early ([`Config::early_repair`]).
+    pub early_repairs: u64,
     /// Joiners refused because their pid would make the group span more pids than reply
     /// slots can address (`cohort_wire::group::MAX_SPAN`).
     pub joins_refused: u64,

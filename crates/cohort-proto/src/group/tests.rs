@@ -240,6 +240,51 @@ fn a_lost_reply_is_recovered_by_slot_timers_and_a_rebroadcast_to_the_missing_onl
     assert_eq!(t.m(3).stats().replies_sent, 2);
 }
 
+/// 3's first reply is lost; returns the team after the request completed.
+fn lose_the_first_reply_of(lost: u32, early_repair: bool) -> (Team, Instant) {
+    let mut t = Team::with_cfg(&[1, 2, 3, 4], Config { early_repair, ..cfg() });
+    let mut first: Option<Instant> = None;
+    t.drop = Box::new(move |now, from, _, r| {
+        if from == lost && matches!(r.msg, Message::Arpl { .. }) && first.is_none_or(|f| f == now) {
+            first = Some(now);
+            return true;
+        }
+        false
+    });
+    let start = t.now;
+    t.m(1).request_reply(start, &[2, 3, 4], b"x".to_vec(), 50 * MS).unwrap();
+    let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(_))));
+    assert_eq!(r.replies.len(), 3);
+    assert_eq!(r.broadcasts, 2);
+    (t, start)
+}
+
+#[test]
+fn early_repair_asks_a_missing_member_again_when_the_last_slot_answers() {
+    let (mut t, start) = lose_the_first_reply_of(3, true);
+    let areq = t.sent_of(kind::AREQ, start);
+    let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
+    assert_eq!(rmask.iter().collect::<Vec<_>>(), [3]);
+    // The second broadcast went when 4's reply (the last slot) reached the coordinator, long
+    // before the round's deadline (procT 50 ms).
+    let arpl = t.sent_of(kind::ARPL, start);
+    let four = arpl.iter().find(|a| a.1 == 4).unwrap().0;
+    assert_eq!(areq[1].0, four + t.delay);
+    assert_eq!(t.m(1).stats().early_repairs, 1);
+    assert_eq!(t.m(3).stats().requests_handled, 1);
+}
+
+#[test]
+fn without_early_repair_or_when_the_last_slot_is_lost_the_deadline_repairs() {
+    for (lost, early) in [(3, false), (4, true)] {
+        let (mut t, start) = lose_the_first_reply_of(lost, early);
+        let areq = t.sent_of(kind::AREQ, start);
+        // MsgT + procT + 3 MsgT after the first broadcast.
+        assert_eq!(areq[1].0 - areq[0].0, 4 * cfg().msg_t + 50 * MS, "lost {lost}, early {early}");
+        assert_eq!(t.m(1).stats().early_repairs, 0);
+    }
+}
+
 #[test]
 fn the_coordinators_heartbeat_waits_for_the_end_of_a_round_of_replies() {
     // Requests back to back to 11 members: the replies of a round follow each other on the
