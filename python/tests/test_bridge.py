@@ -273,6 +273,11 @@ def test_get_is_answered_by_the_other_robots(tmp_path: Path, closing: Callable[[
         return got == want
 
     assert wait_until(complete, 15.0), got
+    # The whole team is in the group: the coordinator holds no join poll against the queries.
+    before = bridges[0].stats()
+    time.sleep(3 * load_config(team.paths[1]).timing.join_poll_s)
+    after = bridges[0].stats()
+    assert after["group"]["member"]["polls_sent"] == before["group"]["member"]["polls_sent"], (before, after)
     # One reply per robot, no duplicates: the robots' own bridges never answered themselves.
     replies = apps[asker].get("status/**", payload=b"ping", consolidation=zenoh.ConsolidationMode.NONE, timeout=5.0)
     keys = sorted(str(r.ok.key_expr) for r in replies if r.ok is not None)
@@ -285,7 +290,7 @@ def test_get_is_answered_by_the_other_robots(tmp_path: Path, closing: Callable[[
     assert asked["query"]["n"] >= 2
     assert set(asked["query"]) == {"n", "p50_ms", "p99_ms", "max_ms"}
     assert asked["query"]["p50_ms"] <= asked["query"]["p99_ms"] <= asked["query"]["max_ms"]
-    assert ("relay" in asked) == (asker != 1)
+    assert ("relay" in asked) == (asker != 1), bridges[asker - 1].stats()
     assert bridges[0].stats()["timings"]["group_round"]["n"] >= 2
     served = bridges[2].stats()["timings"]
     assert served["serve"]["n"] >= 2 and served["local_get"]["n"] >= 2

@@ -646,9 +646,12 @@ class Bridge:
             )
 
     def _maintain_group(self) -> None:
-        """Readmits robots whose bridge restarted: the coordinator runs a join poll every
-        ``join_poll_s``; a bridge the group expelled (it restarted with the static member list
-        after the others had removed it, or started late) asks to join until admitted."""
+        """Readmits robots whose bridge restarted: while a robot of the configured team is not
+        in the group, the coordinator runs a join poll every ``join_poll_s``; a bridge the
+        group expelled (it restarted with the static member list after the others had removed
+        it, or started late) asks to join until admitted. With the whole team in the group
+        there is no poll: the coordinator runs one operation at a time, and a poll (open
+        ``join_t``) would hold every query asked meanwhile."""
         t = self.cfg.timing
         next_poll = time.monotonic() + t.join_poll_s
         while not self._stop.is_set():
@@ -659,7 +662,12 @@ class Bridge:
                 if g.state == "outside" or g.state == "joining":
                     members = g.join(timeout=max(t.join_poll_s, 0.5))
                     log.warning("robot %d (re)admitted to the team: members %s", self.cfg.pid, members)
-                elif t.join_poll_s > 0 and g.is_coordinator and time.monotonic() >= next_poll:
+                elif (
+                    t.join_poll_s > 0
+                    and g.is_coordinator
+                    and time.monotonic() >= next_poll
+                    and not set(self.cfg.members) <= set(g.members)
+                ):
                     next_poll = time.monotonic() + t.join_poll_s
                     for pid in g.check_joins(t.join_t, timeout=t.join_t + 2.0):
                         self.counters.add("members_admitted")
