@@ -29,7 +29,7 @@
 //! `cargo run -p cohort-sim --release --example group_sweep -- --seed N`.
 
 use cohort_medium::wifi::{Ac, Dest as WifiDest, EdcaParams, Medium, MediumEvent, Phy, StationConfig};
-use cohort_proto::group::{Config, Dest, Event, IncomingId, LeftReason, Member, RemoveReason};
+use cohort_proto::group::{Config, Dest, Event, IncomingId, LeftReason, Member, RemoveReason, State};
 use cohort_time::Instant;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -113,9 +113,10 @@ impl GroupOutcome {
 
 /// Whether `p` is the only live member: the paper's model (§V) needs one correct member at
 /// all times, so the scenario never crashes or withdraws the last one.
+/// Whether crashing or withdrawing `p` could leave the group without members: no other
+/// member stays (one that is leaving will be gone after its leave poll).
 fn sole_member(procs: &BTreeMap<u32, Proc>, p: u32) -> bool {
-    let members = procs.iter().filter(|(_, pr)| pr.member.as_ref().is_some_and(|m| m.is_member()));
-    members.map(|(&q, _)| q).eq([p])
+    !procs.iter().any(|(&q, pr)| q != p && pr.member.as_ref().is_some_and(|m| m.state() == State::Normal))
 }
 
 /// The command that replays `seed`.
