@@ -586,7 +586,21 @@ pub fn run(p: &BridgeParams, mut progress: impl FnMut(&str)) -> Result<Value, St
         }
         runs.push(json!({ "systems": systems }));
     }
-    let refs: Vec<&Value> = runs.iter().collect();
+    // The bridges' own reports (counters, membership changes) stay per run: averaged over
+    // runs they would describe no process.
+    let figures: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if let Some(systems) = r.get_mut("systems").and_then(Value::as_object_mut) {
+                systems.values_mut().filter_map(Value::as_object_mut).for_each(|s| {
+                    s.remove("bridges");
+                });
+            }
+            r
+        })
+        .collect();
+    let refs: Vec<&Value> = figures.iter().collect();
     let pooled = pool_runs(&refs);
     let s = team.tb.scenario();
     Ok(json!({
