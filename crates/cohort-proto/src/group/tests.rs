@@ -214,20 +214,7 @@ fn one_broadcast_and_replies_in_slot_order() {
 
 #[test]
 fn a_lost_reply_is_recovered_by_slot_timers_and_a_rebroadcast_to_the_missing_only() {
-    let mut t = Team::new(&[1, 2, 3, 4]);
-    let mut first: Option<Instant> = None;
-    t.drop = Box::new(move |now, from, _, r| {
-        if from == 3 && matches!(r.msg, Message::Arpl { .. }) && first.is_none_or(|f| f == now) {
-            first = Some(now);
-            return true;
-        }
-        false
-    });
-    let start = t.now;
-    t.m(1).request_reply(start, &[2, 3, 4], b"x".to_vec(), 5 * MS).unwrap();
-    let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(_))));
-    assert_eq!(r.replies.len(), 3);
-    assert_eq!(r.broadcasts, 2);
+    let (mut t, start) = lose_the_first_reply_of(3, false);
     let areq = t.sent_of(kind::AREQ, start);
     let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
     assert_eq!(rmask.iter().collect::<Vec<_>>(), [3], "the re-broadcast addresses only the missing");
@@ -240,7 +227,8 @@ fn a_lost_reply_is_recovered_by_slot_timers_and_a_rebroadcast_to_the_missing_onl
     assert_eq!(t.m(3).stats().replies_sent, 2);
 }
 
-/// 3's first reply is lost; returns the team after the request completed.
+/// A request from 1 to 2, 3 and 4 (procT 50 ms) whose first reply from `lost` is lost;
+/// returns the team once the request completed, and when it was issued.
 fn lose_the_first_reply_of(lost: u32, early_repair: bool) -> (Team, Instant) {
     let mut t = Team::with_cfg(&[1, 2, 3, 4], Config { early_repair, ..cfg() });
     let mut first: Option<Instant> = None;
