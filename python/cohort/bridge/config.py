@@ -101,7 +101,7 @@ class TimingConfig:
 
     msg_t: float = 0.03
     fault_detect_t: float = 1.0
-    heartbeat_t: float = 0.25
+    heartbeat_t: float = 0.1
     handshake_timeout_s: float = 5.0
     idle_timeout_s: float = 10.0
     reconnect_s: float = 0.5
