@@ -541,6 +541,85 @@ def test_threads_end_when_the_bridges_close(tmp_path: Path) -> None:
     )
 
 
+def test_a_team_closing_at_once_closes_every_step_once(tmp_path: Path) -> None:
+    """All robots stop together (a team powering down): every bridge goes through each step of
+    its close, its links while the peers' are closing too, and a second close does nothing."""
+    team = Team(tmp_path, 3, publish=PUBLISH)
+    bridges = [Bridge(load_config(team.paths[p])).start() for p in team.pids]
+    for b in bridges:
+        assert b.wait_ready(WAIT)
+    closers = [threading.Thread(target=b.close) for b in bridges]
+    for th in closers:
+        th.start()
+    for th in closers:
+        th.join(60)
+        assert not th.is_alive()
+    for b in bridges:
+        assert list(b.close_steps) == ["threads", "group", "links", "queries", "session"], b.close_steps
+        assert b.close_step is None
+        steps = dict(b.close_steps)
+        b.close()
+        assert b.close_steps == steps
+        assert b.counters.get("close_errors") == 0
+
+
+class _StuckClose:
+    """A bridge whose close hangs in its ``session`` step until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.close_step: str | None = None
+        self.close_steps: dict[str, float] = {}
+
+    def close(self) -> None:
+        self.close_steps["threads"] = 0.0
+        self.close_step = "session"
+        self.release.wait(30)
+        self.close_step = None
+
+
+def test_a_close_that_hangs_is_named_and_abandoned() -> None:
+    from cohort.bridge.__main__ import close_within
+
+    stuck = _StuckClose()
+    try:
+        assert close_within(stuck, 0.2) == "session"  # type: ignore[arg-type]
+    finally:
+        stuck.release.set()
+    quick = _StuckClose()
+    quick.release.set()
+    assert close_within(quick, 10) is None  # type: ignore[arg-type]
+
+
+def test_the_cli_prints_its_counters_and_exits_on_sigterm(tmp_path: Path) -> None:
+    import signal
+
+    team = Team(tmp_path, 2, publish=PUBLISH)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cohort.bridge", "--config", str(team.paths[p]), "--stats"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for p in team.pids
+    ]
+    try:
+        for proc in procs:
+            assert proc.stderr is not None
+            assert " up, zenoh id " in proc.stderr.readline()
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for p, proc in zip(team.pids, procs, strict=True):
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+            assert json.loads(out.splitlines()[0])["pid"] == p, out
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+
+
 def test_drop_meets_a_bounded_queue_and_block_waits_then_drops(caplog: pytest.LogCaptureFixture) -> None:
     """The congestion-control mapping on one link whose sender is stalled (not started)."""
     from cohort.bridge.links import Counters, LinkParams, OutLink

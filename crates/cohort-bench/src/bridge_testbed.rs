@@ -394,9 +394,15 @@ fn one_run(
                 .iter_mut()
                 .map(|b| {
                     let status = b.stop(Duration::from_secs(30));
-                    b.json_line(Duration::from_secs(2)).unwrap_or_else(
-                        |e| json!({ "error": e, "exit": status.map_or("still running".into(), |s| s.to_string()) }),
-                    )
+                    let exit = status.map_or("still running after 30 s: killed".into(), |s| s.to_string());
+                    let mut report = b.json_line(Duration::from_secs(2)).unwrap_or_else(|e| json!({ "error": e }));
+                    // A clean, quick close prints nothing after the counters; anything else
+                    // (a slow close's steps, a close that did not finish) is kept with them.
+                    if !status.is_some_and(|s| s.success()) || b.stderr_tail().contains("clos") {
+                        report["exit"] = json!(exit);
+                        report["stderr_tail"] = json!(b.stderr_tail());
+                    }
+                    report
                 })
                 .collect();
             Ok(run_report(&topic, &sent, &got, bulk_mbps, stats))

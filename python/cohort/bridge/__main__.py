@@ -5,13 +5,23 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import signal
 import sys
 import threading
+import time
+from typing import TYPE_CHECKING
 
 from cohort.errors import CohortError
 
 from .config import BridgeConfigError, load_config
+
+if TYPE_CHECKING:
+    from .core import Bridge
+
+log = logging.getLogger("cohort.bridge")
+
+SLOW_CLOSE_S = 1.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,11 +73,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cohort bridge: robot {cfg.pid} up, zenoh id {bridge.zid}", file=sys.stderr, flush=True)
         done.wait(args.duration)
     finally:
-        stats = bridge.stats()
-        bridge.close()
-    if args.stats:
-        print(json.dumps(stats), flush=True)
+        # The counters first: a close that goes wrong must not lose them.
+        if args.stats:
+            print(json.dumps(bridge.stats()), flush=True)
+        stuck = close_within(bridge, cfg.timing.close_timeout_s)
+    if stuck is not None:
+        print(
+            f"cohort bridge: error: closing did not finish within {cfg.timing.close_timeout_s:g} s "
+            f"(stuck in step {stuck!r}; done: {bridge.close_steps}); exiting anyway",
+            file=sys.stderr,
+            flush=True,
+        )
+        # Threads stuck in native code would hold the interpreter's exit too.
+        os._exit(3)
     return 0
+
+
+def close_within(bridge: Bridge, timeout_s: float) -> str | None:
+    """Closes ``bridge``, waiting at most ``timeout_s``: ``None`` once closed, else the step
+    still running. A close slower than a second is reported on stderr, step by step."""
+    started = time.monotonic()
+    th = threading.Thread(target=bridge.close, name="bridge-close", daemon=True)
+    th.start()
+    th.join(timeout_s)
+    if th.is_alive():
+        return bridge.close_step or "starting"
+    took = time.monotonic() - started
+    if took > SLOW_CLOSE_S:
+        log.warning("closed in %.1f s (steps: %s)", took, bridge.close_steps)
+    return None
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ __all__ = ["Counters", "InLink", "OutLink"]
 log = logging.getLogger("cohort.bridge")
 
 POLL_S = 0.1
+# How long stopping a link waits for its thread (which polls every POLL_S).
+STOP_JOIN_S = 2.0
 
 
 TIMING_WINDOW = 4096
@@ -236,8 +238,10 @@ class OutLink:
         sock = self._sock
         if sock is not None:
             sock.close()
+        # A thread inside a connect attempt (up to handshake_timeout_s) is not waited for: it
+        # sees the stop flag when the attempt ends and closes what it opened itself.
         if self._thread.ident is not None:
-            self._thread.join(timeout=self.p.handshake_timeout_s + 2)
+            self._thread.join(timeout=STOP_JOIN_S)
 
 
 class InLink:
@@ -310,7 +314,7 @@ class InLink:
     def stop(self) -> None:
         self._stop.set()
         if self._thread.ident is not None:
-            self._thread.join(timeout=2)
+            self._thread.join(timeout=STOP_JOIN_S)
         sock = self._sock
         if sock is not None:
             sock.close()
