@@ -15,6 +15,11 @@ do), ``--count`` messages of ``--size`` bytes sent as fast as each sender can ha
 Rate = messages / first-to-last seconds at the receiver. ``--reps`` repetitions, the two pairs
 alternating (Rust first in odd repetitions); the report gives each repetition's rates, their
 means with 95% intervals and the Python/Rust ratio paired by repetition.
+
+``--pin`` puts every pair's receiver on one CPU and its sender on another (``sched_setaffinity``
+before exec; their threads inherit it), the same for both pairs. Unpinned, where the scheduler
+places four busy threads on two cores decides a pair's rate (the Rust pair is bimodal here,
+about 70 000 or 45 000 msg/s), which pairing by repetition does not remove.
 """
 
 from __future__ import annotations
@@ -108,8 +113,32 @@ def _json_line(out: str) -> dict[str, Any]:
         return json.loads(lines[-1])
 
 
-def one_pair(kind: str, cohort_bin: str, count: int, size: int, rate_mbps: float, timeout_s: float) -> float:
-    """One pair's message rate (messages per second at the receiver)."""
+def pin_cpus() -> tuple[int, int] | None:
+    """(receiver's CPU, sender's CPU) for ``--pin``: the last two this process may use, or
+    ``None`` with fewer than two."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[-1], cpus[-2]) if len(cpus) >= 2 else None
+
+
+def _on_cpu(cpu: int | None) -> Any:
+    """A ``preexec_fn`` that binds the child to ``cpu`` (nothing for ``None``)."""
+    if cpu is None:
+        return None
+    return lambda: os.sched_setaffinity(0, {cpu})
+
+
+def one_pair(
+    kind: str,
+    cohort_bin: str,
+    count: int,
+    size: int,
+    rate_mbps: float,
+    timeout_s: float,
+    pins: tuple[int, int] | None = None,
+) -> float:
+    """One pair's message rate (messages per second at the receiver); ``pins``: the
+    receiver's and the sender's CPU."""
+    recv_cpu, send_cpu = pins if pins is not None else (None, None)
     port = _free_port()
     env = {**os.environ, "COHORT_TEAM_SECRET": SECRET}
     if kind == "rust":
@@ -131,7 +160,9 @@ def one_pair(kind: str, cohort_bin: str, count: int, size: int, rate_mbps: float
         ]
         recv_cmd = [*me, "recv", *common]
         send_cmd = [*me, "send", *common, "--size", str(size)]
-    recv = subprocess.Popen(recv_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    recv = subprocess.Popen(
+        recv_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_on_cpu(recv_cpu)
+    )
     try:
         if kind == "python":
             assert recv.stdout is not None
@@ -139,7 +170,9 @@ def one_pair(kind: str, cohort_bin: str, count: int, size: int, rate_mbps: float
                 raise RuntimeError(f"python receiver did not start: {recv.stderr.read() if recv.stderr else ''}")
         else:
             time.sleep(0.3)  # the binary binds before it parses anything slow
-        sent = subprocess.run(send_cmd, capture_output=True, text=True, env=env, timeout=timeout_s + 30)
+        sent = subprocess.run(
+            send_cmd, capture_output=True, text=True, env=env, timeout=timeout_s + 30, preexec_fn=_on_cpu(send_cpu)
+        )
         if sent.returncode != 0:
             raise RuntimeError(f"{kind} sender failed: {sent.stderr.strip()[-400:]}")
         out, err = recv.communicate(timeout=timeout_s + 30)
@@ -167,17 +200,28 @@ def find_cohort(given: str | None) -> str:
     raise SystemExit("cohort.lrt_rate: no `cohort` binary (build it: cargo build --release -p cohort-cli)")
 
 
-def bench(cohort_bin: str, count: int, size: int, reps: int, rate_mbps: float, timeout_s: float) -> dict[str, Any]:
+def bench(
+    cohort_bin: str, count: int, size: int, reps: int, rate_mbps: float, timeout_s: float, pin: bool = False
+) -> dict[str, Any]:
+    pins = pin_cpus() if pin else None
+    if pin and pins is None:
+        raise RuntimeError("--pin needs two CPUs")
     rates: dict[str, list[float]] = {"rust": [], "python": []}
     for rep in range(reps):
         order = ["rust", "python"] if rep % 2 == 0 else ["python", "rust"]
         for kind in order:
-            rates[kind].append(one_pair(kind, cohort_bin, count, size, rate_mbps, timeout_s))
+            rates[kind].append(one_pair(kind, cohort_bin, count, size, rate_mbps, timeout_s, pins))
     ratios = [p / r for p, r in zip(rates["python"], rates["rust"], strict=True)]
     ratio = mean_ci(ratios)
     return {
         "bench": "bindings",
-        "params": {"count": count, "size": size, "reps": reps, "rate_mbps": rate_mbps},
+        "params": {
+            "count": count,
+            "size": size,
+            "reps": reps,
+            "rate_mbps": rate_mbps,
+            "pinned": None if pins is None else {"receiver_cpu": pins[0], "sender_cpu": pins[1]},
+        },
         "rust_msgs_per_s": mean_ci(rates["rust"]),
         "python_msgs_per_s": mean_ci(rates["python"]),
         "rust_per_rep": [round(x, 1) for x in rates["rust"]],
@@ -194,9 +238,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--count", type=int, default=20_000, help="messages per pair")
     p.add_argument("--size", type=int, default=1024, help="bytes per message")
-    p.add_argument("--reps", type=int, default=5, help="repetitions, the pairs alternating")
+    p.add_argument("--reps", type=int, default=10, help="repetitions, the pairs alternating")
     p.add_argument("--rate-mbps", type=float, default=10_000.0, help="LRT's pacing rate")
     p.add_argument("--timeout-s", type=float, default=60.0, help="bound on each pair")
+    p.add_argument("--pin", action="store_true", help="receivers on one CPU, senders on another (both pairs)")
     p.add_argument("--cohort-bin", help="the cohort binary (default: COHORT_BIN, target/release, PATH)")
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     return p
@@ -214,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_send(a.port, a.count, a.size, a.rate_mbps, a.timeout_s)), flush=True)
         return 0
     try:
-        r = bench(find_cohort(a.cohort_bin), a.count, a.size, a.reps, a.rate_mbps, a.timeout_s)
+        r = bench(find_cohort(a.cohort_bin), a.count, a.size, a.reps, a.rate_mbps, a.timeout_s, a.pin)
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         print(f"cohort.lrt_rate: {e}", file=sys.stderr)
         return 1

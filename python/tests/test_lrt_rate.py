@@ -31,3 +31,30 @@ def test_both_pairs_run_and_the_ratio_is_paired_by_repetition() -> None:
 def test_bad_parameters_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert lrt_rate.main(["--count", "1"]) == 2
     assert "--count >= 2" in capsys.readouterr().err
+
+
+def test_pinning_binds_receiver_and_sender_to_their_cpus() -> None:
+    import os
+    import subprocess
+    import sys
+
+    pins = lrt_rate.pin_cpus()
+    if pins is None:
+        pytest.skip("one CPU")
+    for cpu in pins:
+        out = subprocess.run(
+            [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+            capture_output=True,
+            text=True,
+            check=True,
+            preexec_fn=lrt_rate._on_cpu(cpu),
+        ).stdout
+        assert out.strip() == f"[{cpu}]"
+    assert pins[0] != pins[1] and set(pins) <= os.sched_getaffinity(0)
+    try:
+        cohort_bin = lrt_rate.find_cohort(None)
+    except SystemExit:
+        pytest.skip("no cohort binary built")
+    r = lrt_rate.bench(cohort_bin, count=300, size=1024, reps=1, rate_mbps=10_000.0, timeout_s=30.0, pin=True)
+    assert r["params"]["pinned"] == {"receiver_cpu": pins[0], "sender_cpu": pins[1]}
+    assert len(r["rust_per_rep"]) == len(r["python_per_rep"]) == 1

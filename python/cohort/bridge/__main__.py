@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cohort.bridge")
 
-SLOW_CLOSE_S = 1.0
+SLOW_CLOSE_S = 2.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def close_within(bridge: Bridge, timeout_s: float) -> str | None:
     """Closes ``bridge``, waiting at most ``timeout_s``: ``None`` once closed, else the step
-    still running. A close slower than a second is reported on stderr, step by step."""
+    still running. A close slower than SLOW_CLOSE_S is reported on stderr, step by step."""
     started = time.monotonic()
     th = threading.Thread(target=bridge.close, name="bridge-close", daemon=True)
     th.start()
