@@ -407,11 +407,31 @@ def plot_multipath(report: dict[str, Any], out: Path) -> None:
     testbed = report.get("testbed")
     if not sim and testbed is None:
         raise ReportError("report lacks both the simulator's scenarios and the testbed's")
-    panels = (3 if sim else 0) + (1 if testbed is not None else 0)
+    tb_mp = testbed is not None and "static" in testbed
+    tb_fed = testbed is not None and "federated" in testbed
+    if testbed is not None and not (tb_mp or tb_fed):
+        raise ReportError("the testbed half lacks both the MPTCP scenarios and the federated start")
+    panels = (3 if sim else 0) + int(tb_mp) + int(tb_fed)
     fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 4.5), squeeze=False)
     axes = list(axes[0])
     titles = []
-    if testbed is not None:
+    if tb_fed:
+        assert testbed is not None
+        f = testbed["federated"]
+        _need(f, "regret_cold", "regret_federated", "regret_cold_runs", "regret_federated_runs")
+        ax = axes.pop()
+        for x, (name, color) in enumerate((("cold", "tab:gray"), ("federated", "tab:red"))):
+            m = f[f"regret_{name}"]
+            ax.bar([x], [m["mean"]], yerr=[m["ci95"]], color=color, capsize=3, alpha=0.7)
+            runs = f[f"regret_{name}_runs"]
+            ax.plot([x] * len(runs), runs, "k.", markersize=5)
+        ax.set_xticks([0, 1], ["cold start", "from the team's view"])
+        ax.set_ylabel(f"regret, first {f['rounds']} rounds")
+        ax.set_title(f"testbed: {f['paths']} radios, super-arms of {f['super_arm']} ({f['runs']} runs each)")
+        ax.grid(axis="y", alpha=0.3)
+        titles.append(f"testbed federated start: regret x{f['federated_regret_ratio']} of a cold start's")
+    if tb_mp:
+        assert testbed is not None
         _need(testbed, *MP_SCENARIOS, "summary")
         ax = axes.pop()
         _goodput_bars(ax, testbed, MP_TESTBED_SYSTEMS, MP_TESTBED_COLORS)

@@ -161,6 +161,18 @@ def test_multipath_chart(tmp_path: Path) -> None:
     # The testbed half alone (`--no-sim`).
     assert plot.main(["multipath", str(write(tmp_path, {"summary": {}, "testbed": testbed})), str(out)]) == 0
     assert out.read_bytes()[:8] == PNG_MAGIC
+    # The testbed's federated start, with the MPTCP scenarios and alone (`--federated-only`).
+    ci = {"mean": 5.0, "ci95": 1.0, "runs": 2}
+    fed = {"regret_cold": ci, "regret_federated": ci, "regret_cold_runs": [4.0, 6.0]}
+    fed |= {"regret_federated_runs": [1.0, 2.0], "rounds": 100, "paths": 4, "super_arm": 2, "runs": 2}
+    fed["federated_regret_ratio"] = 0.3
+    testbed["federated"] = fed
+    assert plot.main(["multipath", str(write(tmp_path, report)), str(out)]) == 0
+    assert plot.main(["multipath", str(write(tmp_path, {"summary": {}, "testbed": {"federated": fed}})), str(out)]) == 0
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    bad = {"summary": {}, "testbed": {"federated": {"rounds": 100}}}
+    assert plot.main(["multipath", str(write(tmp_path, bad)), str(out)]) == 2
+    assert plot.main(["multipath", str(write(tmp_path, {"summary": {}, "testbed": {"summary": {}}})), str(out)]) == 2
     del report["federated"]
     assert plot.main(["multipath", str(write(tmp_path, report)), str(out)]) == 2
     assert plot.main(["multipath", str(write(tmp_path, {"summary": {}})), str(out)]) == 2

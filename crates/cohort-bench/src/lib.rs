@@ -24,6 +24,7 @@ pub mod lrt_share;
 pub mod medium;
 pub mod migration;
 pub mod multipath;
+pub mod multipath_federated;
 pub mod multipath_testbed;
 pub mod proc;
 pub mod rattan;

@@ -189,11 +189,12 @@ fn met_share(o: &MpOutcome, tau_ms: f64) -> f64 {
 
 /// Regret of the first `rounds` rounds against per-arm values `truth` (the best super-arm of
 /// the same size gains their largest sum each round).
-fn regret(o: &MpOutcome, truth: &[f64], m: usize, rounds: usize) -> f64 {
+/// (The simulator's and the testbed's federated start share it.)
+pub(crate) fn regret(played: &[Vec<usize>], truth: &[f64], m: usize, rounds: usize) -> f64 {
     let mut sorted = truth.to_vec();
     sorted.sort_by(|a, b| b.total_cmp(a));
     let best: f64 = sorted.iter().take(m).sum();
-    o.rounds.iter().take(rounds).map(|s| best - s.iter().map(|&i| truth[i]).sum::<f64>()).sum()
+    played.iter().take(rounds).map(|s| best - s.iter().map(|&i| truth[i]).sum::<f64>()).sum()
 }
 
 /// Runs the bench; the JSON report.
@@ -303,7 +304,7 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
         let fed = MpRun { federated: shared.iter().copied().enumerate().collect(), ..base.clone() };
         for r in [&base, &fed] {
             let o = run(r).map_err(|e| e.to_string())?;
-            let g = regret(&o, &truth, 2, 100);
+            let g = regret(&o.rounds, &truth, 2, 100);
             if r.federated.is_empty() { cold.push(g) } else { warm.push(g) }
         }
     }

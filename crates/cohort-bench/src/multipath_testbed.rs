@@ -176,7 +176,7 @@ fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::process::Exit
 }
 
 /// Waits for `child` and parses the JSON it printed, or says why not.
-fn json_of(mut child: Child, deadline: Instant, what: &str) -> Result<Value, String> {
+pub(crate) fn json_of(mut child: Child, deadline: Instant, what: &str) -> Result<Value, String> {
     let status = wait_until(&mut child, deadline);
     let mut out = String::new();
     let mut err = String::new();

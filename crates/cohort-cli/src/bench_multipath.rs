@@ -38,6 +38,14 @@ pub struct MultipathArgs {
     /// Skip the simulator half (with `--testbed`).
     #[arg(long, requires = "testbed")]
     no_sim: bool,
+    /// On the testbed, run only the federated start (four radios, a cold robot against one
+    /// that starts from the team's statistics), not the comparison with MPTCP.
+    #[arg(long, requires = "testbed")]
+    federated_only: bool,
+    /// Seconds each transfer of the testbed's federated start sends for (the training
+    /// transfer twice as long).
+    #[arg(long, default_value_t = 8.0)]
+    federated_s: f64,
     /// Also write the JSON next to this PNG (goodput per scenario and system).
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -45,7 +53,7 @@ pub struct MultipathArgs {
 
 fn command(a: &MultipathArgs) -> String {
     format!(
-        "cohort bench multipath --json --reps {} --seed {} --bulk-mb {} --tau-ms {} --short-flows {} --mobility-s {} --speed-mps {}{}{}",
+        "cohort bench multipath --json --reps {} --seed {} --bulk-mb {} --tau-ms {} --short-flows {} --mobility-s {} --speed-mps {}{}{}{} --federated-s {}",
         a.reps,
         a.seed,
         a.bulk_mb,
@@ -55,6 +63,8 @@ fn command(a: &MultipathArgs) -> String {
         a.speed_mps,
         if a.testbed { " --testbed" } else { "" },
         if a.no_sim { " --no-sim" } else { "" },
+        if a.federated_only { " --federated-only" } else { "" },
+        a.federated_s,
     )
 }
 
@@ -77,16 +87,27 @@ pub fn run(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
         cohort_bench::multipath::run_bench(&p, |what| eprintln!("multipath: {what}")).map_err(BenchError::Invalid)?
     };
     if a.testbed {
-        let p = cohort_bench::multipath_testbed::TbMpParams {
-            exe: std::env::current_exe().map_err(|e| BenchError::Invalid(format!("this binary's path: {e}")))?,
-            reps: a.reps,
-            seed: a.seed,
-            bulk_mb: a.bulk_mb,
-            mobility_s: a.mobility_s,
-            speed_mps: a.speed_mps,
+        let exe = std::env::current_exe().map_err(|e| BenchError::Invalid(format!("this binary's path: {e}")))?;
+        let mut tb = if a.federated_only {
+            json!({ "summary": {} })
+        } else {
+            let p = cohort_bench::multipath_testbed::TbMpParams {
+                exe: exe.clone(),
+                reps: a.reps,
+                seed: a.seed,
+                bulk_mb: a.bulk_mb,
+                mobility_s: a.mobility_s,
+                speed_mps: a.speed_mps,
+            };
+            cohort_bench::multipath_testbed::bench(&p, |what| eprintln!("multipath testbed: {what}"))
+                .map_err(BenchError::Run)?
         };
-        let tb = cohort_bench::multipath_testbed::bench(&p, |what| eprintln!("multipath testbed: {what}"))
+        let p =
+            cohort_bench::multipath_federated::FedTbParams { exe, reps: a.reps, seed: a.seed, seconds: a.federated_s };
+        let fed = cohort_bench::multipath_federated::bench(&p, |what| eprintln!("multipath testbed: {what}"))
             .map_err(BenchError::Run)?;
+        tb["summary"]["federated_regret_ratio"] = fed["federated_regret_ratio"].clone();
+        tb["federated"] = fed;
         // The testbed's figures join the summary under their own names (`..._vs_mptcp`,
         // `testbed_...`), beside the simulator's.
         if let (Some(sum), Some(t)) = (r["summary"].as_object_mut(), tb["summary"].as_object()) {
@@ -125,6 +146,18 @@ fn print_summary(r: &Value) {
                 );
             }
         }
+    }
+    let fed = &r["testbed"]["federated"];
+    if fed.is_object() {
+        println!(
+            "testbed federated start: regret of the first {} rounds cold {} ± {}, federated {} ± {} ({} runs each)",
+            fed["rounds"],
+            fed["regret_cold"]["mean"],
+            fed["regret_cold"]["ci95"],
+            fed["regret_federated"]["mean"],
+            fed["regret_federated"]["ci95"],
+            fed["runs"],
+        );
     }
     println!("summary: {}", r["summary"]);
     println!("replay: {}", r["command"].as_str().unwrap_or_default());

@@ -13,6 +13,7 @@ use clap::{Args, Subcommand};
 use cohort_net::federated::{FederatedError, PathStatsService};
 use cohort_net::{GroupConfig, GroupSocket, LrtListener, LrtSocket, MpLrtSocket, NetError, SocketConfig, Start};
 use cohort_proto::lrt::CloseReason;
+use cohort_proto::multipath::MpConfig;
 use cohort_proto::multipath::federated::PathKey;
 use serde::Serialize;
 use std::io::{BufRead, Write};
@@ -81,6 +82,10 @@ enum LrtCmd {
         /// sent (a bulk transfer for a fixed time: `--interval-ms 0 --count` large).
         #[arg(long)]
         duration_s: Option<f64>,
+        /// Multipath: send over this many of the paths each round, the ones MS-UCB picks
+        /// (the super-arm's size, `m` of seed 001's Eq. 16); default all of them.
+        #[arg(long)]
+        super_arm: Option<usize>,
     },
     /// Accept one sender (`--peers N`: N senders on one port, each its own connection) and
     /// receive until it closes (or `--count` messages arrive from it).
@@ -339,8 +344,24 @@ impl Endpoint for MpLrtSocket {
             })
             .collect();
         serde_json::json!({ "sent": sent, "datagrams": s.datagrams_sent, "source_symbols": s.conn.source_sent,
-            "repair_symbols": s.conn.repair_sent, "loss_estimate": s.conn.loss_estimate, "rounds": s.mp.rounds, "paths": paths })
+            "repair_symbols": s.conn.repair_sent, "loss_estimate": s.conn.loss_estimate, "rounds": s.mp.rounds,
+            "first_rounds": self.rounds_played(FIRST_ROUNDS), "paths": paths })
     }
+}
+
+/// Super-arms of the first rounds a multipath sender reports (`first_rounds` in `--json`).
+const FIRST_ROUNDS: usize = 100;
+
+/// The multipath settings of `--super-arm` over `paths` paths.
+fn mp_config(super_arm: Option<usize>, paths: usize) -> Result<MpConfig, NetError> {
+    let Some(m) = super_arm else { return Ok(MpConfig::default()) };
+    if paths == 0 {
+        return Err(NetError::Config("--super-arm needs --path (multipath only)".into()));
+    }
+    if m == 0 || m > paths {
+        return Err(NetError::Config(format!("--super-arm {m}: between 1 and the {paths} --path given")));
+    }
+    Ok(MpConfig { super_arm: m, ..MpConfig::default() })
 }
 
 fn now_ns() -> u64 {
@@ -361,10 +382,11 @@ fn socket_config(t: &TeamArgs) -> SocketConfig {
 
 pub fn run(a: &LrtArgs) -> Result<ExitCode, LrtCmdError> {
     match &a.cmd {
-        LrtCmd::Send { addr, path, team, share, size, interval_ms, count, duration_s } => {
+        LrtCmd::Send { addr, path, team, share, size, interval_ms, count, duration_s, super_arm } => {
             let cfg = socket_config(team);
             let generate = Generate::new(*size, *interval_ms, *count, *duration_s)?;
             let plan = SharePlan::new(share, team, path.len())?;
+            let mp = mp_config(*super_arm, path.len())?;
             let summary = match addr {
                 Some(a) => {
                     let sock = LrtSocket::connect(*a, cfg)?;
@@ -372,7 +394,7 @@ pub fn run(a: &LrtArgs) -> Result<ExitCode, LrtCmdError> {
                     sock.summary(sent)
                 }
                 None => {
-                    let sock = MpLrtSocket::connect(path, cfg, Default::default())?;
+                    let sock = MpLrtSocket::connect(path, cfg, mp)?;
                     let sharing = plan.map(|p| p.start(&sock)).transpose()?;
                     let sent = send(&sock, &generate)?;
                     let mut v = sock.summary(sent);

@@ -50,6 +50,38 @@ fn one_path_and_two_paths_deliver_in_order() {
     let paths = sent["paths"].as_array().unwrap();
     assert_eq!(paths.len(), 2, "per-path counters: {sent}");
     assert!(paths.iter().all(|p| p["sent"].as_u64().unwrap() > 0), "{sent}");
+    // Without --super-arm every round plays both paths.
+    let rounds = sent["first_rounds"].as_array().unwrap();
+    assert!(!rounds.is_empty() && rounds.iter().all(|r| r.as_array().unwrap().len() == 2), "{sent}");
+}
+
+#[test]
+fn a_super_arm_of_one_sends_each_round_over_one_path_and_a_bad_size_is_refused() {
+    let (a, b) = (port("127.0.0.1"), port("127.0.0.2"));
+    let (sent, got) = exchange(
+        &["--listen".into(), format!("127.0.0.1:{a}"), "--listen".into(), format!("127.0.0.2:{b}")],
+        &[
+            "--path".into(),
+            format!("127.0.0.1:0=127.0.0.1:{a}"),
+            "--path".into(),
+            format!("127.0.0.2:0=127.0.0.2:{b}"),
+            "--super-arm".into(),
+            "1".into(),
+        ],
+    );
+    assert_eq!((got["messages"].as_u64(), got["in_order"].as_bool()), (Some(300), Some(true)), "{got}");
+    let rounds = sent["first_rounds"].as_array().unwrap();
+    assert!(!rounds.is_empty() && rounds.len() <= 100, "{sent}");
+    assert!(rounds.iter().all(|r| r.as_array().unwrap().len() == 1), "{sent}");
+    for (args, want) in [
+        (vec!["--path", "10.0.0.1:0=10.0.0.9:1", "--super-arm", "2"], "--super-arm 2: between 1 and the 1"),
+        (vec!["--path", "10.0.0.1:0=10.0.0.9:1", "--super-arm", "0"], "--super-arm 0"),
+        (vec!["10.0.0.9:1", "--super-arm", "1"], "needs --path"),
+    ] {
+        let out = cohort().args(["lrt", "send", "--size", "100"]).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{args:?}: {err}");
+    }
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! `cohort bench multipath --testbed` on real kernels (root; skipped otherwise): a tiny run of
-//! every scenario and system. Every run finishes, Cohort and kernel MPTCP both carry bytes on
-//! both radios, the report has every summary figure, and no namespace is left behind.
+//! every scenario and system, and of the federated start over four radios. Every run finishes,
+//! Cohort and kernel MPTCP both carry bytes on both radios, a robot that shares starts every
+//! radio from the team's statistics, the report has every summary figure, and no namespace is
+//! left behind.
 //! Behaviour only: no timing threshold.
 
 use std::process::Command;
@@ -14,7 +16,7 @@ fn a_tiny_testbed_run_of_every_scenario_and_system() {
     }
     let out = Command::new(env!("CARGO_BIN_EXE_cohort"))
         .args(["bench", "multipath", "--testbed", "--no-sim", "--json", "--reps", "1"])
-        .args(["--bulk-mb", "0.4", "--mobility-s", "2"])
+        .args(["--bulk-mb", "0.4", "--mobility-s", "2", "--federated-s", "5"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -47,6 +49,28 @@ fn a_tiny_testbed_run_of_every_scenario_and_system() {
         assert!(r["summary"][k].as_f64().is_some_and(f64::is_finite), "{k}: {}", r["summary"]);
     }
     assert!(tb["emulator"]["outage_drops"].as_u64().unwrap() > 0, "the handoff's outages dropped frames");
+    // The federated start: a cold robot and one that starts from the team's statistics.
+    let f = &r["testbed"]["federated"];
+    assert_eq!(f["runs"], 1, "{f}");
+    let transfers = f["transfers"].as_array().unwrap();
+    let starts: Vec<&str> = transfers.iter().map(|t| t["start"].as_str().unwrap()).collect();
+    assert_eq!(starts, ["cold", "federated"], "{f}");
+    for t in transfers {
+        let rounds = t["first_rounds"].as_array().unwrap();
+        assert_eq!(rounds.len(), 100, "{t}");
+        assert!(rounds.iter().all(|s| s.as_array().unwrap().len() == 2), "super-arms of two: {t}");
+        assert!(t["regret"].as_f64().is_some_and(|g| g.is_finite() && g >= 0.0), "{t}");
+    }
+    // The robot that shared joined the team and started every radio from the team's view,
+    // which the training transfer had filled.
+    let from = &f["federated_started_from"][0];
+    assert_eq!(from["team_view"], true, "{from}");
+    let keys = from["started_from"].as_array().unwrap();
+    assert_eq!(keys.len(), 4, "{from}");
+    assert!(keys.iter().all(|k| k["u"].as_f64().is_some_and(|u| u > 0.0)), "no radio started cold: {from}");
+    assert!(f["team_view_after_training"].as_array().unwrap().iter().all(|v| v["v"].is_number()), "{f}");
+    assert!(r["summary"]["testbed_federated_regret_ratio"].as_f64().is_some_and(f64::is_finite), "{}", r["summary"]);
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(!String::from_utf8_lossy(&ns.stdout).contains("cht-mp"), "namespaces removed");
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    assert!(!ns.contains("cht-mp") && !ns.contains("cht-mf"), "namespaces removed: {ns}");
 }

@@ -206,6 +206,12 @@ impl MpLrtSocket {
         self.shared.lock().conn.arm_stats()
     }
 
+    /// The super-arms MS-UCB played (path indices per round), the first `n` rounds (the
+    /// connection logs its first 10 000): how a start explored, for its regret.
+    pub fn rounds_played(&self, n: usize) -> Vec<Vec<usize>> {
+        self.shared.lock().conn.rounds_played().iter().take(n).cloned().collect()
+    }
+
     /// Starts path `path`'s bandit statistics from what the team shared (Eqs. 17-18); a path
     /// out of range is ignored.
     pub fn federated_start(&self, path: usize, stats: ArmStats) {
