@@ -244,6 +244,32 @@ fn vpl_stops_before_a_window_holds_inside_it_and_respects_the_token_end() {
     assert_eq!(v.stats().unknown_completions, 1);
 }
 
+/// A card that aggregates reports the frames of one A-MPDU complete at one instant: the rate
+/// estimate (and so the fallback of rows never seen) counts all their bytes, not one frame's.
+#[test]
+fn vpl_rate_counts_every_frame_of_an_aggregate() {
+    let mut v = Vpl::new(VplConfig { initial_rate_bps: 20_000_000, rate_gain: 1.0, ..Default::default() }).unwrap();
+    let t0 = Instant::from_millis(10);
+    // 40 frames of 1500 bytes handed over at t0, sent as two A-MPDUs of 20 at 120 Mbit/s:
+    // each aggregate takes 30 000 B · 8 / 120 Mbit/s = 2 ms.
+    for id in 0..40 {
+        v.on_enqueue(t0, id, 1500);
+    }
+    for id in 0..20 {
+        v.on_complete(t0 + 2 * MS, id);
+    }
+    let r = v.rate_bps();
+    assert!((r - 120e6).abs() < 1e3, "the first aggregate alone: {r}");
+    for id in 20..40 {
+        v.on_complete(t0 + 4 * MS, id);
+    }
+    let r = v.rate_bps();
+    assert!((r - 120e6).abs() < 1e3, "both aggregates: {r}");
+    // A depth never seen falls back on that rate: 40 frames ahead, 60 000 bytes, 4 ms.
+    let est = v.completion_estimate(100, 60_000);
+    assert!((est.as_secs_f64() - 0.004).abs() < 1e-6, "{est:?}");
+}
+
 /// A network card: FIFO, each BH packet served in `bytes·8/rate` times a random factor.
 struct Card {
     queue: VecDeque<(u64, u32)>,

@@ -18,7 +18,9 @@
 //!   controller has the next window (lines 22-25).
 //! * **Rate fallback.** A row without samples yet (a queue depth never seen) is estimated
 //!   from the link rate (an EWMA of bytes over completion intervals while the card is busy)
-//!   and the bytes ahead: `(bytes in the card + bytes released) · 8 / rate`.
+//!   and the bytes ahead: `(bytes in the card + bytes released) · 8 / rate`. Packets the card
+//!   reports complete at one instant (the frames of one A-MPDU) form one sample: their bytes
+//!   together over the time since the card started on the first of them.
 //! * **Token end.** The bulk token's lease end ([`super::client::Client::send_until`]) acts
 //!   as a window without end: BH handed to the card finishes before the robot stops holding
 //!   the token, so no BH of this robot is on the air after its lease.
@@ -162,6 +164,9 @@ pub struct Vpl {
     bytes_in_card: u64,
     rate_bps: f64,
     last_completion: Option<Instant>,
+    /// Completions at one instant not yet in the rate estimate: since when the card was busy
+    /// with them, that instant, their bytes.
+    batch: Option<(Instant, Instant, u64)>,
     stats: VplStats,
 }
 
@@ -175,6 +180,7 @@ impl Vpl {
             bytes_in_card: 0,
             rate_bps: cfg.initial_rate_bps as f64,
             last_completion: None,
+            batch: None,
             stats: VplStats::default(),
         })
     }
@@ -185,7 +191,7 @@ impl Vpl {
 
     /// The current link-rate estimate, bit/s.
     pub fn rate_bps(&self) -> f64 {
-        self.rate_bps
+        self.rate_with_batch()
     }
 
     /// BH packets and bytes handed to the card and not yet complete.
@@ -214,15 +220,30 @@ impl Vpl {
         self.stats.completions += 1;
         self.bytes_in_card -= u64::from(p.bytes);
         self.ctt.record(p.ahead, now - p.t_enq);
-        // Rate sample over the time the card spent on this packet alone: since the later of
-        // its hand-over and the previous completion.
-        let busy_from = self.last_completion.map_or(p.t_enq, |l| l.max(p.t_enq));
-        let busy = now - busy_from;
-        if !busy.is_zero() {
-            let sample = f64::from(p.bytes) * 8.0 / busy.as_secs_f64();
-            self.rate_bps += self.cfg.rate_gain * (sample - self.rate_bps);
+        // One rate sample per completion instant: an aggregate's frames all complete when it
+        // does, and each alone over the aggregate's time would count a fraction of the rate.
+        match &mut self.batch {
+            Some((_, at, bytes)) if *at == now => *bytes += u64::from(p.bytes),
+            _ => {
+                self.close_batch();
+                // The card worked on this batch since the later of its first packet's
+                // hand-over and the previous completion.
+                let busy_from = self.last_completion.map_or(p.t_enq, |l| l.max(p.t_enq));
+                self.batch = Some((busy_from, now, u64::from(p.bytes)));
+            }
         }
         self.last_completion = Some(now);
+    }
+
+    /// Folds the pending completion batch into the rate estimate.
+    fn close_batch(&mut self) {
+        if let Some((from, at, bytes)) = self.batch.take() {
+            let busy = at - from;
+            if !busy.is_zero() {
+                let sample = bytes as f64 * 8.0 / busy.as_secs_f64();
+                self.rate_bps += self.cfg.rate_gain * (sample - self.rate_bps);
+            }
+        }
     }
 
     /// How long after hand-over a packet with `ahead` packets (and `bytes_ahead` bytes, its
@@ -230,7 +251,19 @@ impl Vpl {
     pub fn completion_estimate(&self, ahead: usize, bytes_through: u64) -> Duration {
         self.ctt
             .estimate(ahead, self.cfg.percentile)
-            .unwrap_or_else(|| Duration::from_secs_f64(bytes_through as f64 * 8.0 / self.rate_bps.max(1.0)))
+            .unwrap_or_else(|| Duration::from_secs_f64(bytes_through as f64 * 8.0 / self.rate_with_batch().max(1.0)))
+    }
+
+    /// The rate estimate with the pending completion batch folded in (without keeping it:
+    /// more of the batch may still complete at its instant).
+    fn rate_with_batch(&self) -> f64 {
+        match self.batch {
+            Some((from, at, bytes)) if at > from => {
+                let sample = bytes as f64 * 8.0 / (at - from).as_secs_f64();
+                self.rate_bps + self.cfg.rate_gain * (sample - self.rate_bps)
+            }
+            _ => self.rate_bps,
+        }
     }
 
     /// How much of the BH queue (`queue`: packet sizes in send order) may go to the card
