@@ -74,6 +74,9 @@ fn pooled(runs: &[CrlOutcome], ideal_bh_mbps: f64, edca_epoch_s: f64) -> Value {
         "violation_share": round(violations as f64 / loops.max(1) as f64, 4),
         "violation_share_per_run": shares.iter().map(|s| round(*s, 4)).collect::<Vec<_>>(),
         "incomplete_loops": runs.iter().map(|o| o.incomplete).sum::<usize>(),
+        // Runs whose bulk started and never finished within the simulated time (pooled with
+        // their throughput counted as 0): a stall, not a figure.
+        "stalled_runs": runs.iter().filter(|o| o.bh_bytes > 0 && o.bh_seconds == 0.0).count(),
         "reaction_ms": {
             "p50": round(quantile(&reaction, 0.5), 3),
             "p90": round(quantile(&reaction, 0.9), 3),

@@ -204,16 +204,43 @@ fn classifier_tells_control_flows_from_bulk_and_noise() {
 
 #[test]
 fn completion_table_keeps_the_latest_samples_and_takes_percentiles() {
-    let mut ctt = CompletionTable::new(4, 10);
+    let mut ctt = CompletionTable::new(4, 10, Duration::from_secs(1));
+    let now = Instant::from_millis(5000);
     for i in 1..=20u32 {
-        ctt.record(2, US * i);
+        ctt.record(now, 2, US * i);
     }
     assert_eq!(ctt.samples(2), 10);
-    assert_eq!(ctt.estimate(2, 0.5), Some(US * 15));
-    assert_eq!(ctt.estimate(2, 1.0), Some(US * 20));
-    assert_eq!(ctt.estimate(1, 0.5), None);
-    ctt.record(9, US);
-    assert_eq!(ctt.estimate(9, 0.5), None);
+    assert_eq!(ctt.estimate(now, 2, 0.5), Some(US * 15));
+    assert_eq!(ctt.estimate(now, 2, 1.0), Some(US * 20));
+    assert_eq!(ctt.estimate(now, 1, 0.5), None);
+    ctt.record(now, 9, US);
+    assert_eq!(ctt.estimate(now, 9, 0.5), None);
+    // Samples older than the age limit no longer count.
+    assert_eq!(ctt.estimate(now + Duration::from_secs(1), 2, 0.5), Some(US * 15));
+    assert_eq!(ctt.estimate(now + Duration::from_millis(1001), 2, 0.5), None);
+}
+
+/// A slow sample in the row of an empty card (a packet that waited out a burst) once held
+/// the layer shut for good: its estimate exceeded every gap between windows, so nothing was
+/// released and nothing replaced it. Once the sample is older than the age limit, the row
+/// falls back on the rate and bulk flows again.
+#[test]
+fn an_old_slow_sample_does_not_hold_the_bulk_for_good() {
+    let mut v = Vpl::new(VplConfig { initial_rate_bps: 12_000_000, ..Default::default() }).unwrap();
+    let t0 = Instant::from_millis(1000);
+    v.on_enqueue(t0, 1, 1500);
+    v.on_complete(t0 + 30 * MS, 1); // 30 ms with nothing ahead
+    // Windows 10 ms apart with 2 ms between them: the slow sample does not fit any gap.
+    let windows = |from: Instant| -> Vec<Window> {
+        (0..200u32).map(|k| Window { start: from + MS * (10 * k + 2), end: from + MS * (10 * k + 10) }).collect()
+    };
+    let now = t0 + 100 * MS;
+    let r = v.poll_release(now, &windows(now), &[1500; 4], Some(Instant::FAR_FUTURE));
+    assert_eq!(r.packets, 0, "the slow sample still counts");
+    // A second on, it does not: 1500 bytes at 12 Mbit/s take 1 ms, which fits a gap.
+    let later = t0 + 30 * MS + Duration::from_millis(1001);
+    let r = v.poll_release(later, &windows(later), &[1500; 4], Some(Instant::FAR_FUTURE));
+    assert_eq!(r.packets, 1, "{r:?}");
 }
 
 #[test]
@@ -266,7 +293,7 @@ fn vpl_rate_counts_every_frame_of_an_aggregate() {
     let r = v.rate_bps();
     assert!((r - 120e6).abs() < 1e3, "both aggregates: {r}");
     // A depth never seen falls back on that rate: 40 frames ahead, 60 000 bytes, 4 ms.
-    let est = v.completion_estimate(100, 60_000);
+    let est = v.completion_estimate(t0 + 4 * MS, 100, 60_000);
     assert!((est.as_secs_f64() - 0.004).abs() < 1e-6, "{est:?}");
 }
 

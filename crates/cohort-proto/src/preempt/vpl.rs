@@ -9,7 +9,13 @@
 //!   the layer notes the time and `n`, the BH packets already in the card; when the card
 //!   reports it complete, `t_comp − t_enq` is a sample of `CTT[n]`, the time the card needs
 //!   for a packet with `n` ahead of it. Each row keeps the latest
-//!   [`VplConfig::ctt_samples`] (`N_samp`).
+//!   [`VplConfig::ctt_samples`] (`N_samp`), and only those younger than
+//!   [`VplConfig::ctt_max_age`]: a row refills only when packets go with that many ahead, so
+//!   one slow sample (a packet that waited out a burst) would otherwise keep its row's
+//!   estimate above every gap between windows, the layer would release nothing, and nothing
+//!   would replace the sample (a stall seen in the simulator, SchedWiFi's windows on
+//!   `shared_tx`, seed 2: one robot's bulk held for good). An emptied row falls back on the
+//!   rate.
 //! * **Release decision** (Alg. 2 lines 1-10): with `t₁` the next window's start, a packet
 //!   handed over now with `n` ahead finishes after about `percentile(CTT[n], p_prot)`; the
 //!   layer releases the queue's packets one by one while that fits before `t₁` and stops at
@@ -44,13 +50,23 @@ pub struct VplConfig {
     /// Link rate assumed before the first measurement, bit/s. Default 20 Mbit/s
     /// (conservative for 802.11n/ac).
     pub initial_rate_bps: u64,
+    /// A CTT sample older than this no longer counts. Default 1 s (30 periods of a 30 Hz
+    /// loop; the paper keeps samples by count only, which can stall, see the module docs).
+    pub ctt_max_age: Duration,
     /// EWMA gain of the rate estimate. Default 1/8.
     pub rate_gain: f64,
 }
 
 impl Default for VplConfig {
     fn default() -> Self {
-        VplConfig { ctt_samples: 64, percentile: 0.95, ctt_rows: 128, initial_rate_bps: 20_000_000, rate_gain: 0.125 }
+        VplConfig {
+            ctt_samples: 64,
+            percentile: 0.95,
+            ctt_rows: 128,
+            initial_rate_bps: 20_000_000,
+            rate_gain: 0.125,
+            ctt_max_age: Duration::from_secs(1),
+        }
     }
 }
 
@@ -65,6 +81,8 @@ pub enum VplConfigError {
     Rate,
     #[error("rate_gain {0} must lie in (0, 1]")]
     Gain(f64),
+    #[error("ctt_max_age must be positive")]
+    MaxAge,
 }
 
 impl VplConfig {
@@ -81,6 +99,9 @@ impl VplConfig {
         if !(self.rate_gain > 0.0 && self.rate_gain <= 1.0) {
             return Err(VplConfigError::Gain(self.rate_gain));
         }
+        if self.ctt_max_age.is_zero() {
+            return Err(VplConfigError::MaxAge);
+        }
         Ok(())
     }
 }
@@ -88,32 +109,37 @@ impl VplConfig {
 /// The completion-time table `CTT` of Algorithm 2.
 #[derive(Debug, Clone)]
 pub struct CompletionTable {
-    rows: Vec<VecDeque<Duration>>,
+    /// Per row: (when recorded, completion time), oldest first.
+    rows: Vec<VecDeque<(Instant, Duration)>>,
     keep: usize,
+    max_age: Duration,
 }
 
 impl CompletionTable {
-    pub fn new(rows: usize, keep: usize) -> Self {
-        CompletionTable { rows: vec![VecDeque::new(); rows], keep }
+    /// `rows` queue depths, the latest `keep` samples of each, none older than `max_age`.
+    pub fn new(rows: usize, keep: usize, max_age: Duration) -> Self {
+        CompletionTable { rows: vec![VecDeque::new(); rows], keep, max_age }
     }
 
-    /// A packet enqueued with `n` BH packets ahead took `d` to complete (lines 17-21).
-    pub fn record(&mut self, n: usize, d: Duration) {
+    /// A packet enqueued with `n` BH packets ahead took `d` to complete, known at `now`
+    /// (lines 17-21).
+    pub fn record(&mut self, now: Instant, n: usize, d: Duration) {
         if let Some(row) = self.rows.get_mut(n) {
             if row.len() >= self.keep {
                 row.pop_front();
             }
-            row.push_back(d);
+            row.push_back((now, d));
         }
     }
 
-    /// `percentile(CTT[n], p)`, or `None` if row `n` has no samples (line 3).
-    pub fn estimate(&self, n: usize, p: f64) -> Option<Duration> {
+    /// `percentile(CTT[n], p)` over the samples not older than the table's age limit at
+    /// `now`, or `None` if row `n` has none (line 3).
+    pub fn estimate(&self, now: Instant, n: usize, p: f64) -> Option<Duration> {
         let row = self.rows.get(n)?;
-        if row.is_empty() {
+        let mut v: Vec<Duration> = row.iter().filter(|(at, _)| now - *at <= self.max_age).map(|&(_, d)| d).collect();
+        if v.is_empty() {
             return None;
         }
-        let mut v: Vec<Duration> = row.iter().copied().collect();
         v.sort_unstable();
         let idx = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
         Some(v[idx])
@@ -175,7 +201,7 @@ impl Vpl {
         cfg.validate()?;
         Ok(Vpl {
             cfg,
-            ctt: CompletionTable::new(cfg.ctt_rows, cfg.ctt_samples),
+            ctt: CompletionTable::new(cfg.ctt_rows, cfg.ctt_samples, cfg.ctt_max_age),
             in_card: VecDeque::new(),
             bytes_in_card: 0,
             rate_bps: cfg.initial_rate_bps as f64,
@@ -219,7 +245,7 @@ impl Vpl {
         let Some(p) = self.in_card.remove(at) else { return };
         self.stats.completions += 1;
         self.bytes_in_card -= u64::from(p.bytes);
-        self.ctt.record(p.ahead, now - p.t_enq);
+        self.ctt.record(now, p.ahead, now - p.t_enq);
         // One rate sample per completion instant: an aggregate's frames all complete when it
         // does, and each alone over the aggregate's time would count a fraction of the rate.
         match &mut self.batch {
@@ -246,11 +272,11 @@ impl Vpl {
         }
     }
 
-    /// How long after hand-over a packet with `ahead` packets (and `bytes_ahead` bytes, its
-    /// own included) before it would complete.
-    pub fn completion_estimate(&self, ahead: usize, bytes_through: u64) -> Duration {
+    /// How long after hand-over at `now` a packet with `ahead` packets (and `bytes_ahead`
+    /// bytes, its own included) before it would complete.
+    pub fn completion_estimate(&self, now: Instant, ahead: usize, bytes_through: u64) -> Duration {
         self.ctt
-            .estimate(ahead, self.cfg.percentile)
+            .estimate(now, ahead, self.cfg.percentile)
             .unwrap_or_else(|| Duration::from_secs_f64(bytes_through as f64 * 8.0 / self.rate_with_batch().max(1.0)))
     }
 
@@ -297,7 +323,7 @@ impl Vpl {
         let (ahead0, bytes0) = (self.in_card.len(), self.bytes_in_card);
         for &size in queue {
             let through = bytes0 + bytes + u64::from(size);
-            if self.completion_estimate(ahead0 + packets, through) >= room {
+            if self.completion_estimate(now, ahead0 + packets, through) >= room {
                 break;
             }
             packets += 1;
