@@ -180,6 +180,18 @@ fn run(tb: &Testbed, p: &FedTbParams, progress: &mut impl FnMut(&str)) -> Result
             PathStatsService::start(g).map_err(std::io::Error::other)
         })
         .map_err(|e| format!("the team mate: {e}"))?;
+    let out = transfers(tb, p, &mate, progress);
+    mate.stop();
+    out
+}
+
+/// The training transfer, then the cold and federated ones, beside the team mate `mate`.
+fn transfers(
+    tb: &Testbed,
+    p: &FedTbParams,
+    mate: &PathStatsService,
+    progress: &mut impl FnMut(&str),
+) -> Result<Value, String> {
     let mut pid = MATE;
     let mut port = DATA_PORT;
     let mut next = |share: bool| {
@@ -209,10 +221,10 @@ fn run(tb: &Testbed, p: &FedTbParams, progress: &mut impl FnMut(&str)) -> Result
             progress(&format!("federated start: rep {rep}, {}", if share { "federated" } else { "cold" }));
             let (rp, rport, share) = next(share);
             let t = transfer(tb, p, p.seconds, rp, share, rport)?;
-            let g = regret(&t.rounds, &truth, SUPER_ARM, ROUNDS);
             if t.rounds.len() < ROUNDS {
                 return Err(format!("a transfer played {} rounds, fewer than {ROUNDS}", t.rounds.len()));
             }
+            let g = regret(&t.rounds, &truth, SUPER_ARM, ROUNDS);
             played.push(json!({ "rep": rep, "start": if share { "federated" } else { "cold" }, "regret": round(g, 3),
                 "first_rounds": t.rounds.iter().take(ROUNDS).collect::<Vec<_>>(), "final_v": t.v.iter().map(|v| round(*v, 4)).collect::<Vec<_>>() }));
             if share {
@@ -226,7 +238,6 @@ fn run(tb: &Testbed, p: &FedTbParams, progress: &mut impl FnMut(&str)) -> Result
         }
     }
     let st = mate.stats();
-    mate.stop();
     let ci = |v: &[f64]| {
         let (m, h) = mean_ci95(v);
         json!({ "mean": round(m, 3), "ci95": round(h, 3), "runs": v.len() })
