@@ -620,6 +620,35 @@ def test_the_cli_prints_its_counters_and_exits_on_sigterm(tmp_path: Path) -> Non
                 proc.kill()
 
 
+def test_a_bridge_that_hangs_while_stopping_still_ends_and_shows_where(tmp_path: Path) -> None:
+    """Whatever hangs after SIGTERM (here the counters' collection), the process ends within
+    close_timeout_s plus the watchdog's margin, printing every thread's stack."""
+    import signal
+
+    team = Team(tmp_path, 2, publish=PUBLISH)
+    with team.paths[1].open("a") as f:
+        f.write("close_timeout_s = 0.5\n")
+    code = (
+        "import sys, time\n"
+        "from cohort.bridge import core\n"
+        "def hang(self): time.sleep(600)\n"
+        "core.Bridge.stats = hang\n"
+        "from cohort.bridge.__main__ import main\n"
+        f"sys.exit(main(['--config', {str(team.paths[1])!r}, '--stats']))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        assert " up, zenoh id " in proc.stderr.readline()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "in hang" in err and "Thread" in err, err
+
+
 def test_drop_meets_a_bounded_queue_and_block_waits_then_drops(caplog: pytest.LogCaptureFixture) -> None:
     """The congestion-control mapping on one link whose sender is stalled (not started)."""
     from cohort.bridge.links import Counters, LinkParams, OutLink

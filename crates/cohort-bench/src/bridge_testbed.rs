@@ -398,9 +398,11 @@ fn one_run(
                     let mut report = b.json_line(Duration::from_secs(2)).unwrap_or_else(|e| json!({ "error": e }));
                     // A clean, quick close prints nothing after the counters; anything else
                     // (a slow close's steps, a close that did not finish) is kept with them.
+                    // A bridge that hung dumps every thread's stack on stderr (faulthandler)
+                    // before it exits: keep enough of it to see where.
                     if !status.is_some_and(|s| s.success()) || b.stderr_tail().contains("clos") {
                         report["exit"] = json!(exit);
-                        report["stderr_tail"] = json!(b.stderr_tail());
+                        report["stderr_tail"] = json!(b.stderr_lines(120));
                     }
                     report
                 })

@@ -79,10 +79,17 @@ impl Proc {
         Ok(Proc { what, child, stdin, lines, stderr })
     }
 
-    /// The end of what the child wrote on stderr so far.
+    /// The end of what the child wrote on stderr so far (its last 5 lines).
     pub fn stderr_tail(&self) -> String {
+        self.stderr_lines(5).join(" | ")
+    }
+
+    /// The last `n` lines the child wrote on stderr (within what is kept).
+    pub fn stderr_lines(&self, n: usize) -> Vec<String> {
         let s = self.stderr.lock().unwrap_or_else(|p| p.into_inner());
-        s.trim().lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ")
+        let mut v: Vec<String> = s.trim().lines().rev().take(n).map(str::to_string).collect();
+        v.reverse();
+        v
     }
 
     fn failed(&self, why: &str) -> String {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("cohort.bridge")
 
 SLOW_CLOSE_S = 2.0
+# The watchdog's time beyond close_timeout_s: printing the counters, closing's own report.
+STOP_WATCHDOG_EXTRA_S = 5.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,8 +61,14 @@ def main(argv: list[str] | None = None) -> int:
     from .core import Bridge
 
     done = threading.Event()
+    # However stopping goes, the process ends: if it is still running this long after the
+    # stop began, faulthandler prints every thread's stack on stderr (where it hung) and
+    # exits with status 1. (A bridge once stayed 30 s past SIGTERM without printing its
+    # counters; where it hung is not known.)
+    watchdog_s = cfg.timing.close_timeout_s + STOP_WATCHDOG_EXTRA_S
 
     def on_signal(_signum: int, _frame: object) -> None:
+        faulthandler.dump_traceback_later(watchdog_s, exit=True)
         done.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -73,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cohort bridge: robot {cfg.pid} up, zenoh id {bridge.zid}", file=sys.stderr, flush=True)
         done.wait(args.duration)
     finally:
+        faulthandler.dump_traceback_later(watchdog_s, exit=True)
         # The counters first: a close that goes wrong must not lose them.
         if args.stats:
             print(json.dumps(bridge.stats()), flush=True)
@@ -86,6 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         # Threads stuck in native code would hold the interpreter's exit too.
         os._exit(3)
+    faulthandler.cancel_dump_traceback_later()
     return 0
 
 
@@ -105,4 +116,7 @@ def close_within(bridge: Bridge, timeout_s: float) -> str | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # The interpreter's own exit (joining threads, finalizers) is watched too.
+    faulthandler.dump_traceback_later(STOP_WATCHDOG_EXTRA_S, exit=True)
+    sys.exit(code)
