@@ -608,12 +608,16 @@ def test_the_cli_prints_its_counters_and_exits_on_sigterm(tmp_path: Path) -> Non
         for proc in procs:
             assert proc.stderr is not None
             assert " up, zenoh id " in proc.stderr.readline()
+        # SIGUSR1 prints every thread's stack and changes nothing else.
+        procs[0].send_signal(signal.SIGUSR1)
+        time.sleep(0.5)
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
         for p, proc in zip(team.pids, procs, strict=True):
             out, err = proc.communicate(timeout=60)
             assert proc.returncode == 0, err
             assert json.loads(out.splitlines()[0])["pid"] == p, out
+            assert ("Current thread" in err) == (p == team.pids[0]), err
     finally:
         for proc in procs:
             if proc.poll() is None:

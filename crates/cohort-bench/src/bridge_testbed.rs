@@ -393,7 +393,8 @@ fn one_run(
             let stats: Vec<Value> = bridges
                 .iter_mut()
                 .map(|b| {
-                    let status = b.stop(Duration::from_secs(30));
+                    // A bridge still running then prints every thread's stack on SIGUSR1.
+                    let status = b.stop_dumping(Duration::from_secs(30), Some(libc::SIGUSR1));
                     let exit = status.map_or("still running after 30 s: killed".into(), |s| s.to_string());
                     let mut report = b.json_line(Duration::from_secs(2)).unwrap_or_else(|e| json!({ "error": e }));
                     // A clean, quick close prints nothing after the counters; anything else

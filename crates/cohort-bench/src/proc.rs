@@ -157,29 +157,56 @@ impl Proc {
     /// Sends SIGTERM (unless the child has exited), without waiting: to stop several children
     /// at once, terminate each, then [`Proc::stop`] each.
     pub fn terminate(&mut self) {
+        self.signal(libc::SIGTERM);
+    }
+
+    /// Sends `sig` unless the child has exited.
+    pub fn signal(&mut self, sig: libc::c_int) {
         if let Ok(None) = self.child.try_wait() {
             // SAFETY: kill(2) on the pid of a child this struct owns and has not reaped.
             unsafe {
-                libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+                libc::kill(self.child.id() as libc::pid_t, sig);
             }
         }
     }
 
     /// Sends SIGTERM and waits up to `grace` for the child to exit, then kills it.
     pub fn stop(&mut self, grace: Duration) -> Option<ExitStatus> {
+        self.stop_dumping(grace, None)
+    }
+
+    /// As [`Proc::stop`], but a child still running after `grace` is first sent `dump` (a
+    /// signal it answers by printing its state on stderr, as Python's `faulthandler.register`
+    /// does) and given a second for it, so [`Proc::stderr_lines`] shows where it hung.
+    pub fn stop_dumping(&mut self, grace: Duration, dump: Option<libc::c_int>) -> Option<ExitStatus> {
         if let Ok(Some(s)) = self.child.try_wait() {
             return Some(s);
         }
         self.terminate();
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(s)) = self.child.try_wait() {
+        if let Some(s) = self.exited_by(Instant::now() + grace) {
+            return Some(s);
+        }
+        if let Some(sig) = dump {
+            self.signal(sig);
+            if let Some(s) = self.exited_by(Instant::now() + Duration::from_secs(1)) {
                 return Some(s);
             }
-            std::thread::sleep(Duration::from_millis(10));
         }
         let _ = self.child.kill();
         self.child.wait().ok()
+    }
+
+    /// The child's exit status if it exits by `deadline`.
+    fn exited_by(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }
 
@@ -212,6 +239,26 @@ mod tests {
         // SIGTERM ends the sleep.
         let s = p.stop(Duration::from_secs(5)).unwrap();
         assert!(!s.success());
+    }
+
+    /// A child that ignores SIGTERM is asked for its state (here a line on stderr), then
+    /// killed; what it printed is kept.
+    #[test]
+    fn a_child_that_does_not_stop_is_asked_to_dump_then_killed() {
+        let mut c = Command::new("bash");
+        c.args([
+            "-c",
+            "trap '' TERM; trap 'echo stuck in the loop >&2' USR1; echo ready; while :; do sleep 0.05; done",
+        ]);
+        let mut p = Proc::spawn(c, "bash").unwrap();
+        p.expect_line("ready", Duration::from_secs(5)).unwrap();
+        let s = p.stop_dumping(Duration::from_millis(300), Some(libc::SIGUSR1)).unwrap();
+        assert!(!s.success());
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while p.stderr_lines(3).is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(p.stderr_lines(3), ["stuck in the loop"]);
     }
 
     #[test]

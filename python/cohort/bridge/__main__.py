@@ -73,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    # `kill -USR1 PID` prints every thread's stack, even while Python code is stuck in a call.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
         bridge = Bridge(cfg).start()
     except CohortError as e:
