@@ -629,8 +629,11 @@ pub fn run(p: &CrlParams, system: System, seed: u64) -> Result<CrlOutcome, Strin
                 None
             },
             classifiers: (system.local() || system.global()).then(Default::default),
-            vpl: if system.local() || system == System::SchedWifi {
+            // SchedWiFi's shaper keeps its exclusive windows free of bulk: no allowance.
+            vpl: if system.local() {
                 Some(Vpl::new(p.vpl).map_err(|e| e.to_string())?)
+            } else if system == System::SchedWifi {
+                Some(Vpl::new(VplConfig { window_allowance_bytes: 0, ..p.vpl }).map_err(|e| e.to_string())?)
             } else {
                 None
             },

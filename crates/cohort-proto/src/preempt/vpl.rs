@@ -27,6 +27,12 @@
 //!   and the bytes ahead: `(bytes in the card + bytes released) · 8 / rate`. Packets the card
 //!   reports complete at one instant (the frames of one A-MPDU) form one sample: their bytes
 //!   together over the time since the card started on the first of them.
+//! * **Allowance.** A window may start with up to [`VplConfig::window_allowance_bytes`] of BH
+//!   still in the card (a packet is released while its estimated completion falls before
+//!   `t₁` plus the time those bytes take at the rate estimate): the LS message then waits as
+//!   it would behind the aggregate on the air on a card with per-AC hardware queues, and the
+//!   card does not sit idle for the whole drain margin before every window. `0` is the
+//!   paper's empty card.
 //! * **Token end.** The bulk token's lease end ([`super::client::Client::send_until`]) acts
 //!   as a window without end: BH handed to the card finishes before the robot stops holding
 //!   the token, so no BH of this robot is on the air after its lease.
@@ -55,6 +61,13 @@ pub struct VplConfig {
     pub ctt_max_age: Duration,
     /// EWMA gain of the rate estimate. Default 1/8.
     pub rate_gain: f64,
+    /// BH bytes the card may still hold when a protection window starts. The LS message then
+    /// waits for at most these, as on a card with a hardware queue per access category an
+    /// AC_VO frame waits for the aggregate already on the air and no more (the `per_ac`
+    /// profile; seed 000 §II-C: the harm is the BH *queued* in the card, Fig. 3). `0` is
+    /// Algorithm 2 as written: the card's BH queue empty. Default 65 535 B, one A-MPDU at
+    /// the HT/VHT limit mac80211 and ns-3 use for AC_BE. The token end is always strict.
+    pub window_allowance_bytes: u32,
 }
 
 impl Default for VplConfig {
@@ -66,7 +79,17 @@ impl Default for VplConfig {
             initial_rate_bps: 20_000_000,
             rate_gain: 0.125,
             ctt_max_age: Duration::from_secs(1),
+            window_allowance_bytes: 65_535,
         }
+    }
+}
+
+impl VplConfig {
+    /// Algorithm 2 as the paper writes it: no BH left in the card when a window starts (what a
+    /// Time-Aware Shaper's exclusive windows need, and the baseline the default is measured
+    /// against).
+    pub fn empty_card() -> Self {
+        VplConfig { window_allowance_bytes: 0, ..VplConfig::default() }
     }
 }
 
@@ -314,11 +337,13 @@ impl Vpl {
             return self.pause(Release { packets: 0, bytes: 0, recheck_at: Some(w.end), blocked_by: Some(w) }, queue);
         }
         let token = Window { start: token_end, end: Instant::FAR_FUTURE };
-        let limit = match next {
-            Some(w) if w.start < token_end => w,
-            _ => token,
+        let (limit, allowance) = match next {
+            Some(w) if w.start < token_end => (w, self.cfg.window_allowance_bytes),
+            _ => (token, 0),
         };
-        let room = limit.start - now;
+        // What the card may still hold at the limit, as the time it needs to send it.
+        let room = limit.start - now
+            + Duration::from_secs_f64(f64::from(allowance) * 8.0 / self.rate_with_batch().max(1.0));
         let (mut packets, mut bytes) = (0usize, 0u64);
         let (ahead0, bytes0) = (self.in_card.len(), self.bytes_in_card);
         for &size in queue {
