@@ -9,8 +9,8 @@
 
 use crate::stats::{mean, quantile, round, thin};
 use cohort_medium::wifi::{NicProfile, StationConfig};
-use cohort_sim::crl::{CrlOutcome, CrlParams, System, run};
 use cohort_proto::preempt::vpl::VplConfig;
+use cohort_sim::crl::{CrlOutcome, CrlParams, System, run};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -214,7 +214,8 @@ pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, S
     let mut sweep = |key: &str, values: &[f64], set: &dyn Fn(&mut VplConfig, f64)| -> Result<Vec<Value>, String> {
         let mut out = Vec::new();
         for &x in values {
-            let mut cp = crl(p, p.robots, StationConfig { nic: NicProfile::mt76_usb(), ..StationConfig::default() }, true);
+            let mut cp =
+                crl(p, p.robots, StationConfig { nic: NicProfile::mt76_usb(), ..StationConfig::default() }, true);
             set(&mut cp.vpl, x);
             let runs = alternate(p, &cp, &[System::Coorp, System::CoorpLocal], &mut progress)?;
             let mut row = Map::new();

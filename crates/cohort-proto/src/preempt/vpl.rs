@@ -342,8 +342,8 @@ impl Vpl {
             _ => (token, 0),
         };
         // What the card may still hold at the limit, as the time it needs to send it.
-        let room = limit.start - now
-            + Duration::from_secs_f64(f64::from(allowance) * 8.0 / self.rate_with_batch().max(1.0));
+        let room =
+            limit.start - now + Duration::from_secs_f64(f64::from(allowance) * 8.0 / self.rate_with_batch().max(1.0));
         let (mut packets, mut bytes) = (0usize, 0u64);
         let (ahead0, bytes0) = (self.in_card.len(), self.bytes_in_card);
         for &size in queue {
