@@ -85,6 +85,11 @@ def main(argv: list[str] | None = None) -> int:
         done.wait(args.duration)
     finally:
         faulthandler.dump_traceback_later(watchdog_s, exit=True)
+        # The stop has begun and the watchdog bounds it: a repeated SIGTERM (a supervisor
+        # that signals every member of a group, then each again) must not kill the process
+        # half-way, nor during the interpreter's exit, where Python puts its own handlers back
+        # to the default (but leaves an ignored signal ignored).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         # The counters first: a close that goes wrong must not lose them.
         if args.stats:
             print(json.dumps(bridge.stats()), flush=True)
