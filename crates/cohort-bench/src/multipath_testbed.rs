@@ -161,23 +161,13 @@ fn offered(tb: &Testbed) -> [u64; 2] {
     out
 }
 
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::process::ExitStatus> {
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => return Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
-    }
-}
-
 /// Waits for `child` and parses the JSON it printed, or says why not.
 pub(crate) fn json_of(mut child: Child, deadline: Instant, what: &str) -> Result<Value, String> {
-    let status = wait_until(&mut child, deadline);
+    let status = crate::proc::exited_by(&mut child, deadline);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     let mut out = String::new();
     let mut err = String::new();
     if let Some(o) = child.stdout.as_mut() {

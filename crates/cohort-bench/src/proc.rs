@@ -162,12 +162,7 @@ impl Proc {
 
     /// Sends `sig` unless the child has exited.
     pub fn signal(&mut self, sig: libc::c_int) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: kill(2) on the pid of a child this struct owns and has not reaped.
-            unsafe {
-                libc::kill(self.child.id() as libc::pid_t, sig);
-            }
-        }
+        signal_child(&mut self.child, sig);
     }
 
     /// Sends SIGTERM and waits up to `grace` for the child to exit, then kills it.
@@ -196,17 +191,31 @@ impl Proc {
         self.child.wait().ok()
     }
 
-    /// The child's exit status if it exits by `deadline`.
     fn exited_by(&mut self, deadline: Instant) -> Option<ExitStatus> {
-        loop {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                return Some(s);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        exited_by(&mut self.child, deadline)
+    }
+}
+
+/// Sends `sig` to `child` unless it has exited (a reaped pid may belong to another process).
+pub fn signal_child(child: &mut Child, sig: libc::c_int) {
+    if let Ok(None) = child.try_wait() {
+        // SAFETY: kill(2) on the pid of our own child, which has not been reaped.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, sig);
         }
+    }
+}
+
+/// `child`'s exit status if it exits by `deadline`.
+pub fn exited_by(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
+    loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

@@ -342,18 +342,10 @@ impl RattanLink {
         let mut note = String::new();
         if let Some(mut child) = self.child.take() {
             let wait = |child: &mut Child, secs: u64| {
-                let end = Instant::now() + Duration::from_secs(secs);
-                while Instant::now() < end {
-                    if let Ok(Some(_)) = child.try_wait() {
-                        return true;
-                    }
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                false
+                crate::proc::exited_by(child, Instant::now() + Duration::from_secs(secs)).is_some()
             };
             if !wait(&mut child, 10) {
-                // SAFETY: signalling our own child, which has not been reaped yet.
-                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                crate::proc::signal_child(&mut child, libc::SIGINT);
                 if !wait(&mut child, 5) {
                     let _ = child.kill();
                     let _ = child.wait();

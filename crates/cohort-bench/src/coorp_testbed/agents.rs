@@ -9,6 +9,7 @@
 //! run and keeps their counters; an agent that exits early, fails, or prints no JSON fails the
 //! run.
 
+use crate::proc::{exited_by, signal_child};
 use cohort_emu::Testbed;
 use serde_json::Value;
 use std::net::Ipv4Addr;
@@ -115,23 +116,6 @@ pub struct Agents {
     running: Vec<Running>,
 }
 
-fn send_term(child: &Child) {
-    // SAFETY: a signal to our own child, which we have not reaped yet.
-    unsafe {
-        libc::kill(child.id() as i32, libc::SIGTERM);
-    }
-}
-
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<std::process::ExitStatus> {
-    loop {
-        match child.try_wait() {
-            Ok(Some(s)) => return Some(s),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            _ => return None,
-        }
-    }
-}
-
 fn tail(path: &Path) -> String {
     let t = std::fs::read_to_string(path).unwrap_or_default();
     let lines: Vec<&str> = t.lines().collect();
@@ -206,13 +190,13 @@ impl Agents {
     /// Stops every agent (SIGTERM) and returns each one's counters, with its node.
     pub fn stop(mut self) -> Result<Vec<Value>, AgentError> {
         self.check_alive()?;
-        for r in &self.running {
-            send_term(&r.child);
+        for r in &mut self.running {
+            signal_child(&mut r.child, libc::SIGTERM);
         }
         let deadline = Instant::now() + EXIT_WAIT;
         let mut out = Vec::new();
         for mut r in std::mem::take(&mut self.running) {
-            let Some(status) = wait_until(&mut r.child, deadline) else {
+            let Some(status) = exited_by(&mut r.child, deadline) else {
                 let _ = r.child.kill();
                 let _ = r.child.wait();
                 return Err(AgentError::NoExit { node: r.node, secs: EXIT_WAIT.as_secs() });
@@ -235,12 +219,12 @@ impl Agents {
 
 impl Drop for Agents {
     fn drop(&mut self) {
-        for r in &self.running {
-            send_term(&r.child);
+        for r in &mut self.running {
+            signal_child(&mut r.child, libc::SIGTERM);
         }
         let deadline = Instant::now() + Duration::from_secs(2);
         for r in &mut self.running {
-            if wait_until(&mut r.child, deadline).is_none() {
+            if exited_by(&mut r.child, deadline).is_none() {
                 let _ = r.child.kill();
                 let _ = r.child.wait();
             }
