@@ -9,7 +9,7 @@ native module ``cohort._native`` (built by maturin from ``crates/cohort-py``):
 * :class:`cohort.GroupSocket`: group request-reply and membership (GCBRR);
 * :class:`cohort.PathStatsService`: per-path multipath statistics shared with the team;
 * :mod:`cohort.sim`: the deterministic simulator; :mod:`cohort.medium`: the 802.11 model's
-  saturation runs;
+  saturation runs; :mod:`cohort.beams`: seed 001's chain and beam allocation;
 * :mod:`cohort.errors`: the exceptions they raise.
 
 It also holds the tools written in Python: :mod:`cohort.tune` (the OS tuner behind
@@ -34,7 +34,7 @@ from cohort.errors import (
 )
 
 if TYPE_CHECKING:
-    from cohort import medium, sim
+    from cohort import beams, medium, sim
     from cohort.federated import PathStatsService
     from cohort.group import GroupSocket
     from cohort.lrt import LrtListener, LrtSocket, MpLrtSocket
@@ -54,6 +54,7 @@ __all__ = [
     "PathStatsService",
     "StateError",
     "TimeoutError",
+    "beams",
     "medium",
     "sim",
 ]
@@ -66,7 +67,7 @@ _LAZY = {
     "GroupSocket": ("cohort.group", "GroupSocket"),
     "PathStatsService": ("cohort.federated", "PathStatsService"),
 }
-_LAZY_MODULES = {"sim", "medium", "lrt", "group", "federated"}
+_LAZY_MODULES = {"sim", "medium", "beams", "lrt", "group", "federated"}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,11 +1,12 @@
 # Type stubs of the native module (crates/cohort-py), checked against it by mypy's stubtest
 # (python/tests/test_native_stubs.py). The documented API is the package's: cohort.LrtSocket,
-# cohort.GroupSocket, cohort.sim, cohort.medium.
+# cohort.GroupSocket, cohort.sim, cohort.medium, cohort.beams.
 
 from collections.abc import Sequence
 from typing import Any, final
 
 __all__ = [
+    "BeamAllocation",
     "FlowResult",
     "GroupEvent",
     "GroupReplies",
@@ -19,6 +20,7 @@ __all__ = [
     "SaturationReport",
     "SimOutcome",
     "Wakeup",
+    "beams_allocate",
     "edca_sat",
     "sim_run",
 ]
@@ -330,6 +332,19 @@ class SaturationReport:
     def busy_share(self) -> float: ...
 
 @final
+class BeamAllocation:
+    @property
+    def streams(self) -> list[tuple[int, int, int]]: ...
+    @property
+    def snr(self) -> list[float]: ...
+    @property
+    def theta_bps(self) -> list[float]: ...
+    @property
+    def device_bps(self) -> list[float]: ...
+    @property
+    def total_bps(self) -> float: ...
+
+@final
 class Wakeup:
     def __new__(cls) -> Wakeup: ...
     def fileno(self) -> int: ...
@@ -345,3 +360,10 @@ class Pending:
 
 def sim_run(scenario_toml: str, seed: int = 1) -> SimOutcome: ...
 def edca_sat(scenario_toml: str = "", overrides: dict[str, Any] | None = None) -> SaturationReport: ...
+def beams_allocate(
+    positions: Sequence[tuple[float, float]],
+    band: str = "5GHz",
+    chains: int = 4,
+    beams: int = 16,
+    method: str = "greedy",
+) -> BeamAllocation: ...
