@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 import time
 from typing import Any
 
@@ -47,13 +45,9 @@ def run_queryable(listen: list[str], connect: list[str], key: str, reply_len: in
     """Serves queries on ``key`` until ``stop_after`` seconds passed or SIGTERM/SIGINT."""
     import zenoh
 
-    done = threading.Event()
+    from cohort._stop import StopSignals
 
-    def on_signal(_signum: int, _frame: object) -> None:
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = StopSignals()
     reply = bytes([PAD_BYTE]) * reply_len
     session = zenoh.open(peer_config(listen, connect))
     try:
@@ -63,7 +57,7 @@ def run_queryable(listen: list[str], connect: list[str], key: str, reply_len: in
 
         queryable = session.declare_queryable(key, on_query)
         print("ready", flush=True)
-        done.wait(stop_after)
+        stop.wait(stop_after)
         queryable.undeclare()
     finally:
         session.close()

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from cohort._stop import StopSignals
 from cohort.errors import CohortError
 
 from .config import BridgeConfigError, load_config
@@ -60,19 +61,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from .core import Bridge
 
-    done = threading.Event()
     # However stopping goes, the process ends: if it is still running this long after the
     # stop began, faulthandler prints every thread's stack on stderr (where it hung) and
-    # exits with status 1. (A bridge once stayed 30 s past SIGTERM without printing its
-    # counters; where it hung is not known.)
+    # exits with status 1.
     watchdog_s = cfg.timing.close_timeout_s + STOP_WATCHDOG_EXTRA_S
-
-    def on_signal(_signum: int, _frame: object) -> None:
-        faulthandler.dump_traceback_later(watchdog_s, exit=True)
-        done.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    # The handler takes no lock (see cohort._stop: a bridge waiting in Event.wait() hung
+    # when a second SIGTERM came as the first one's wait returned).
+    stop = StopSignals(on_signal=lambda _signum: faulthandler.dump_traceback_later(watchdog_s, exit=True))
     # `kill -USR1 PID` prints every thread's stack, even while Python code is stuck in a call.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
@@ -82,14 +77,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         print(f"cohort bridge: robot {cfg.pid} up, zenoh id {bridge.zid}", file=sys.stderr, flush=True)
-        done.wait(args.duration)
+        stop.wait(args.duration)
     finally:
         faulthandler.dump_traceback_later(watchdog_s, exit=True)
-        # The stop has begun and the watchdog bounds it: a repeated SIGTERM (a supervisor
-        # that signals every member of a group, then each again) must not kill the process
-        # half-way, nor during the interpreter's exit, where Python puts its own handlers back
-        # to the default (but leaves an ignored signal ignored).
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        # The stop has begun (also when the duration ran out) and the watchdog bounds it.
+        stop.ignore_further()
         # The counters first: a close that goes wrong must not lose them.
         if args.stats:
             print(json.dumps(bridge.stats()), flush=True)
