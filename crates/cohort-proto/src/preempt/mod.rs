@@ -22,6 +22,7 @@
 //! | §IV-B `Δ ≈ 2σ` for `C = 95 %`, PW merging | [`controller::ControllerConfig::window_sigmas`], [`controller::Controller::windows`] |
 //! | §IV-C "PW extended with a constant (2 ms)" | [`controller::ControllerConfig::margin`] |
 //! | Alg. 2 CTT, `percentile(CTT[n], p_prot)`, `N_samp` | [`vpl::CompletionTable`], [`vpl::VplConfig`] |
+//! | Alg. 2 line 5: no BH in the card when a window starts | [`vpl::VplConfig::empty_card`]; by default one A-MPDU may stay ([`vpl::VplConfig::window_allowance_bytes`]) |
 //!
 //! # What the paper leaves out, built here: leases, epochs, fencing
 //!
