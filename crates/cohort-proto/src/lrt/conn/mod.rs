@@ -47,7 +47,7 @@ pub struct Config {
     pub burst_bytes: usize,
     /// Redundancy `r` (repairs per source symbol) is `p + spread * sqrt(p * b)` for the loss
     /// rate `p` and mean loss-burst length `b` the acknowledgements show, clamped to
-    /// `[min, max]`; see [`pace::redundancy`].
+    /// `[min, max]`; see [`crate::lrt::pace::redundancy`].
     pub redundancy_min: f64,
     pub redundancy_max: f64,
     pub redundancy_spread: f64,
