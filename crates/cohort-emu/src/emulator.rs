@@ -24,6 +24,7 @@
 use crate::cpustat::CpuTimes;
 use crate::fabric::{Fabric, FabricStatus, Refused};
 use crate::packet::PacketSocket;
+use cohort_net::preempt::CardBoard;
 use cohort_net::timer::TimerFd;
 use cohort_time::Instant;
 use mio::unix::SourceFd;
@@ -66,6 +67,9 @@ pub struct EmuOptions {
     pub status_every: Duration,
     /// Writes one JSON line per frame in, out and refused.
     pub frame_log: Option<PathBuf>,
+    /// Publishes what every station's card holds here (Wi-Fi only; see
+    /// [`cohort_net::preempt::card`]): the completion feedback a robot's agent reads.
+    pub card_file: Option<PathBuf>,
 }
 
 impl Default for EmuOptions {
@@ -78,6 +82,7 @@ impl Default for EmuOptions {
             lock_memory: false,
             status_every: Duration::from_millis(250),
             frame_log: None,
+            card_file: None,
         }
     }
 }
@@ -153,6 +158,7 @@ pub struct Emulator {
     /// The latest time the fabric's models were run to.
     models_at: Instant,
     log: Option<io::BufWriter<std::fs::File>>,
+    card: Option<CardBoard>,
 }
 
 impl std::fmt::Debug for Emulator {
@@ -223,6 +229,10 @@ impl Emulator {
             Some(p) => Some(io::BufWriter::new(std::fs::File::create(p)?)),
             None => None,
         };
+        let card = match &opts.card_file {
+            Some(p) if fabric.cards() > 0 => Some(CardBoard::create(p, fabric.cards()).map_err(io::Error::other)?),
+            _ => None,
+        };
         Ok(Emulator {
             fabric,
             sockets,
@@ -239,6 +249,7 @@ impl Emulator {
             cpu_at_start: None,
             models_at: Instant::from_nanos(0),
             log,
+            card,
         })
     }
 
@@ -401,6 +412,9 @@ impl Emulator {
             }
             let more = self.receive(&mut buf)?;
             self.deliver();
+            if let Some(c) = &self.card {
+                self.fabric.take_card_changes(|i, load| c.publish(i, load));
+            }
             if ctl.want_status.swap(false, Ordering::Relaxed) || std::time::Instant::now() >= next_status {
                 next_status = std::time::Instant::now() + self.opts.status_every;
                 let st = self.status();

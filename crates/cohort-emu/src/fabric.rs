@@ -21,6 +21,7 @@ use crate::scenario::{Mode, TestbedScenario};
 use cohort_medium::link::{Link, LinkParams};
 use cohort_medium::trace::Trace;
 use cohort_medium::wifi::{Ac, Dest, DropReason, Medium, MediumEvent};
+use cohort_net::preempt::CardLoad;
 use cohort_time::Instant;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -133,6 +134,10 @@ struct Wifi {
     /// Each station's hardware queue depth.
     depth: Vec<usize>,
     qdisc_limit: usize,
+    /// What each station's card (its qdisc and hardware queues) holds, as a driver's
+    /// completion counters see it, and whether it changed since it was last taken.
+    loads: Vec<CardLoad>,
+    changed: Vec<bool>,
 }
 
 /// A frame waiting in a qdisc.
@@ -143,6 +148,25 @@ struct Pending {
 }
 
 impl Wifi {
+    fn accepted(&mut self, station: usize, bytes: usize) {
+        let l = &mut self.loads[station];
+        l.pending_bytes += bytes as u64;
+        l.pending_frames += 1;
+        self.changed[station] = true;
+    }
+
+    /// A frame left station `station`'s card: completed (`sent`) or dropped.
+    fn left(&mut self, station: usize, bytes: usize, sent: bool) {
+        let Some(l) = self.loads.get_mut(station) else { return };
+        l.pending_bytes = l.pending_bytes.saturating_sub(bytes as u64);
+        l.pending_frames = l.pending_frames.saturating_sub(1);
+        if sent {
+            l.sent_bytes += bytes as u64;
+            l.sent_frames += 1;
+        }
+        self.changed[station] = true;
+    }
+
     /// Moves waiting frames into hardware queues with room.
     fn refill(&mut self, now: Instant) {
         for (st, qs) in self.qdisc.iter_mut().enumerate() {
@@ -340,7 +364,16 @@ impl Fabric {
                 let w = s.wifi.as_ref().expect("a wifi scenario has its spec");
                 let depth = w.station_configs(&s.nodes).iter().map(|c| c.queue_depth).collect();
                 let qdisc = s.nodes.iter().map(|_| Default::default()).collect();
-                Net::Wifi(Box::new(Wifi { medium, by_mac, qdisc, depth, qdisc_limit: w.qdisc_packets }))
+                let n = s.nodes.len();
+                Net::Wifi(Box::new(Wifi {
+                    medium,
+                    by_mac,
+                    qdisc,
+                    depth,
+                    qdisc_limit: w.qdisc_packets,
+                    loads: vec![CardLoad::default(); n],
+                    changed: vec![false; n],
+                }))
             }
         };
         Ok(Fabric { nodes: s.nodes.clone(), ports, net, counters: FabricCounters::default(), out: Vec::new() })
@@ -411,12 +444,15 @@ impl Fabric {
                 let ac = classify(frame);
                 let q = &mut w.qdisc[station][ac.index()];
                 if q.is_empty() && w.medium.queue_len(station, ac) < w.depth[station] {
-                    // The medium refuses nothing with room; a refusal is counted by it.
+                    // The medium refuses nothing with room; a refusal is counted by it (and
+                    // reported as a drop, which takes the frame off the card's load again).
                     let _ = w.medium.enqueue(now, station, ac, dest, msdu, buf);
+                    w.accepted(station, frame.len());
                     Ok(())
                 } else if q.len() < w.qdisc_limit {
                     q.push_back(Pending { dest, msdu, buf });
                     self.counters.qdisc_queued += 1;
+                    w.accepted(station, frame.len());
                     Ok(())
                 } else {
                     self.counters.queue_full += 1;
@@ -465,6 +501,11 @@ impl Fabric {
                     w.medium.handle_timeout(now);
                     let mut evs = Vec::new();
                     while let Some(ev) = w.medium.poll_event(now) {
+                        match &ev {
+                            MediumEvent::Sent { station, handle, .. } => w.left(*station, handle.len(), true),
+                            MediumEvent::Dropped { station, handle, .. } => w.left(*station, handle.len(), false),
+                            MediumEvent::Delivered { .. } => {}
+                        }
                         evs.push(ev);
                     }
                     // Frames that left made room: the qdiscs move theirs in now.
@@ -481,6 +522,26 @@ impl Fabric {
         self.counters.frames_out += 1;
         self.counters.bytes_out += o.1.len() as u64;
         Some(o)
+    }
+
+    /// Hands every station whose card load changed since the last call to `f`, with its load
+    /// now (Wi-Fi only; a point-to-point fabric has no cards).
+    pub fn take_card_changes(&mut self, mut f: impl FnMut(usize, CardLoad)) {
+        if let Net::Wifi(w) = &mut self.net {
+            for (i, c) in w.changed.iter_mut().enumerate() {
+                if std::mem::take(c) {
+                    f(i, w.loads[i]);
+                }
+            }
+        }
+    }
+
+    /// How many cards [`take_card_changes`](Self::take_card_changes) reports on.
+    pub fn cards(&self) -> usize {
+        match &self.net {
+            Net::Wifi(w) => w.loads.len(),
+            Net::P2p(_) => 0,
+        }
     }
 
     /// Counters per link direction or per station and access category.
@@ -706,6 +767,42 @@ mod tests {
         assert_eq!(lens, (1000..1007).collect::<Vec<_>>(), "every frame once, in order");
         assert!(out.windows(2).all(|w| w[0].2 < w[1].2));
         assert_eq!(f.status(Instant::from_millis(200)).counters.qdisc_backlog, 0);
+    }
+
+    #[test]
+    fn a_card_load_counts_what_was_accepted_until_it_is_sent_or_dropped() {
+        let s = TestbedScenario::parse(
+            "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = 2\nqdisc_packets = 3\n",
+        )
+        .unwrap();
+        let mut f = Fabric::new(&s).unwrap();
+        assert_eq!(f.cards(), 2);
+        let b = node_mac(Mode::Wifi, 1, 0);
+        let t0 = Instant::from_millis(1);
+        // 2 in the card, 3 in the qdisc, 1 refused (not counted: the host never handed it over).
+        let lens: Vec<usize> = (0..6).map(|k| 1000 + k).collect();
+        let refused = lens.iter().filter(|&&n| f.ingress(t0, 0, &eth(b, [0; 6], 0, n)).is_err()).count();
+        assert_eq!(refused, 1);
+        let mut seen = Vec::new();
+        f.take_card_changes(|i, l| seen.push((i, l)));
+        let accepted: u64 = (0..5).map(|k| eth(b, [0; 6], 0, 1000 + k).len() as u64).sum();
+        assert_eq!(
+            seen,
+            vec![(0, CardLoad { pending_bytes: accepted, pending_frames: 5, sent_bytes: 0, sent_frames: 0 })]
+        );
+        f.take_card_changes(|_, _| panic!("nothing changed since"));
+        let mut last = CardLoad::default();
+        let mut t = t0;
+        while t < Instant::from_millis(200) {
+            t = t + Duration::from_micros(100);
+            while f.poll_egress(t).is_some() {}
+            f.take_card_changes(|i, l| {
+                assert_eq!(i, 0);
+                assert!(l.sent_bytes + l.pending_bytes == accepted, "every byte is pending or sent");
+                last = l;
+            });
+        }
+        assert_eq!(last, CardLoad { pending_bytes: 0, pending_frames: 0, sent_bytes: accepted, sent_frames: 5 });
     }
 
     fn two_nodes(link: &str) -> TestbedScenario {

@@ -67,6 +67,12 @@ pub fn emu_ns(run: &str) -> String {
     node_ns(run, "emu")
 }
 
+/// Where a Wi-Fi run's emulator publishes what each station's card holds (station `i` is the
+/// scenario's node `i`): what `cohort coorp agent --card` reads.
+pub fn card_file(run: &str) -> PathBuf {
+    state_dir(run).join("card")
+}
+
 pub fn state_dir(run: &str) -> PathBuf {
     Path::new(STATE_ROOT).join(run)
 }
@@ -204,7 +210,8 @@ impl Testbed {
         Ok(tb)
     }
 
-    fn start_emulator(&mut self, mode: EmuMode, opts: EmuOptions) -> Result<(), TestbedError> {
+    fn start_emulator(&mut self, mode: EmuMode, mut opts: EmuOptions) -> Result<(), TestbedError> {
+        opts.card_file.get_or_insert_with(|| card_file(&self.run));
         match mode {
             EmuMode::Thread => {
                 let sockets = open_sockets(&self.run, &self.attachments)?;
@@ -527,7 +534,8 @@ pub fn down_all() -> Result<Vec<String>, TestbedError> {
 
 /// What `cohort testbed emulate --run RUN` does: opens the run's sockets, runs the emulator
 /// until SIGTERM or SIGINT, writing `status.json` as it goes.
-pub fn emulate(run: &str, opts: EmuOptions) -> Result<(), TestbedError> {
+pub fn emulate(run: &str, mut opts: EmuOptions) -> Result<(), TestbedError> {
+    opts.card_file.get_or_insert_with(|| card_file(run));
     static CTL: Control = Control {
         stop: AtomicBool::new(false),
         want_status: AtomicBool::new(false),

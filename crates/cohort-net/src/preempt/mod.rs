@@ -6,11 +6,14 @@
 //! * [`marker::Marker`]: marks chosen flows in the kernel (nftables): EF, or the gate's bulk mark.
 //! * [`agent::run`]: `cohort coorp agent`, the three above driven by the sans-IO
 //!   `cohort_proto::preempt::agent::Agent`, with the bulk token over secure frames.
+//! * [`card`]: what the robot's card holds, published by the emulator (or a driver shim) and
+//!   read by the agent: the completion feedback of seed 000's Algorithm 2.
 //! * [`bulk`]: `cohort bulk send/recv`, Cohort's own bulk transfer, which asks the agent
 //!   before it hands data to the kernel.
 
 pub mod agent;
 pub mod bulk;
+pub mod card;
 pub mod gate;
 pub mod marker;
 mod netlink;
@@ -18,5 +21,6 @@ pub mod observer;
 
 pub use agent::{AgentError, AgentOptions, AgentSnapshot, FlowStatus};
 pub use bulk::{BulkError, BulkOptions, BulkReport, Received};
+pub use card::{CardBoard, CardError, CardLoad, CardProbe};
 pub use gate::{BulkGate, GateConfig, GateError, GateStats};
 pub use netlink::QueueStats;
