@@ -106,9 +106,18 @@ struct AgentArgs {
     /// Flows with this port at either end are bulk (repeat).
     #[arg(long = "bulk-port")]
     bulk_ports: Vec<u16>,
-    /// Bulk is held this long before each protection window, ms.
+    /// Bulk is held this long before each protection window, ms (without --card, or until
+    /// the card's drain rate is known).
     #[arg(long, default_value_t = 2.0)]
     lead_ms: f64,
+    /// The file where the robot's card load is published, `PATH:STATION` (a testbed run's
+    /// emulator keeps one per run, `/run/cohort/testbed/RUN/card`, station = node index): the
+    /// bulk is then held as long before each window as the card needs to drain.
+    #[arg(long, value_parser = parse_card)]
+    card: Option<(PathBuf, usize)>,
+    /// With --card: bytes the card may still hold when a window starts.
+    #[arg(long, default_value_t = 65_535)]
+    card_allowance_bytes: u64,
     /// Robots that may send bulk at once (`LIMIT`; the team must agree).
     #[arg(long, default_value_t = 1)]
     limit: usize,
@@ -142,6 +151,14 @@ pub enum CoorpError {
 fn parse_peer(s: &str) -> Result<(u32, SocketAddrV4), String> {
     let (id, addr) = s.split_once('=').ok_or("expected ID=IP:PORT")?;
     Ok((id.parse().map_err(|e| format!("peer id: {e}"))?, addr.parse().map_err(|e| format!("peer address: {e}"))?))
+}
+
+fn parse_card(s: &str) -> Result<(PathBuf, usize), String> {
+    let (path, station) = s.rsplit_once(':').ok_or("expected PATH:STATION")?;
+    if path.is_empty() {
+        return Err("expected PATH:STATION (the path is empty)".into());
+    }
+    Ok((PathBuf::from(path), station.parse().map_err(|e| format!("station: {e}"))?))
 }
 
 fn default_status(id: u32) -> PathBuf {
@@ -203,6 +220,7 @@ pub fn snapshot_json(s: &AgentSnapshot) -> Value {
             "token_requests": st.token_requests, "untracked_packets": st.untracked_packets,
             "bulk_sessions": st.bulk_sessions, "bulk_refused": st.bulk_refused,
             "bulk_forgotten": st.bulk_forgotten, "early_releases": st.early_releases,
+            "card_readings": st.card_readings, "card_early_holds": st.card_early_holds,
         },
         "gate": s.gate.map(|g| json!({
             "holds": g.holds, "releases": g.releases,
@@ -212,6 +230,7 @@ pub fn snapshot_json(s: &AgentSnapshot) -> Value {
         "marker_changes": s.marker_changes, "sent": s.sent, "received": s.received,
         "rejected": s.rejected, "kernel_errors": s.kernel_errors, "override_errors": s.override_errors,
         "bulk_malformed": s.bulk_malformed,
+        "card": { "pending_bytes": s.card_pending_bytes, "drain_mbps": s.card_drain_bps.map(|b| b * 8e-6) },
     })
 }
 
@@ -262,6 +281,7 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
             ..defaults.token
         },
         lead: Duration::from_secs_f64(a.lead_ms / 1e3),
+        card_allowance_bytes: a.card_allowance_bytes,
         overrides,
         own_port: a.bind.port(),
         ..defaults
@@ -281,6 +301,7 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
         backlog_every: Duration::from_millis(5),
         status_every: Duration::from_millis(200),
         overrides_file: None,
+        card: a.card.clone(),
     };
     let path = a.status.clone().unwrap_or_else(|| default_status(a.id));
     let opts = AgentOptions { overrides_file: Some(overrides_path(&path)), ..opts };

@@ -54,6 +54,24 @@ fn a_second_agent_on_the_device_and_a_short_secret_are_refused() {
     let short = pair.agent(&["--mode", "mark"], &status).env("COHORT_TEAM_SECRET", "short").output().unwrap();
     assert!(!short.status.success());
     assert!(String::from_utf8_lossy(&short.stderr).contains("team secret"), "{short:?}");
+    // A card file that is none, or a station it does not hold, is refused before anything is
+    // installed (the first agent still holds the device, so these fail on the card first).
+    let dir = std::env::temp_dir().join(format!("coorp-agent-card-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("junk"), [0u8; 128]).unwrap();
+    let _board = cohort_net::preempt::CardBoard::create(&dir.join("card"), 2).unwrap();
+    for (card, says) in [
+        (format!("{}:0", dir.join("junk").display()), "is not a card file"),
+        (format!("{}:5", dir.join("card").display()), "station 5 does not exist"),
+        (format!("{}:0", dir.join("absent").display()), "No such file"),
+    ] {
+        let out = pair.agent(&["--mode", "local", "--card", &card], &status).output().unwrap();
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{card}: {out:?}");
+    }
+    let bad = pair.agent(&["--mode", "local", "--card", "nocolon"], &status).output().unwrap();
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("PATH:STATION"), "{bad:?}");
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(first.wait().unwrap().success());
     let _ = std::fs::remove_file(&status);
 }

@@ -11,16 +11,23 @@
 //!   secure frame of kind `PREEMPT` under the team key, sent as CS6 (network control, AC_VO,
 //!   past the gate).
 //!
+//! * a [`CardProbe`], where one is given, shows it what the robot's card holds, every
+//!   [`AgentConfig::card_every`](cohort_proto::preempt::agent::AgentConfig::card_every), so the
+//!   local half holds the bulk as long before each window as the card needs to drain.
+//!
 //! One thread waits in `ppoll(2)` on the observer and the socket until the machine's next
 //! deadline; the gate's backlog is read every [`AgentOptions::backlog_every`].
 
 use super::bulk::{BulkRequest, WirePermit};
+use super::card::{CardError, CardProbe};
 use super::gate::{BulkGate, GateConfig, GateError, GateStats};
 use super::marker::{Marker, MarkerError};
 use super::observer::{Observer, ObserverStats};
 use crate::Secure;
 use cohort_proto::Dest;
-use cohort_proto::preempt::agent::{Action, Agent, AgentConfig, AgentStats, Flow, Marking, Override};
+use cohort_proto::preempt::agent::{
+    Action, Agent, AgentConfig, AgentStats, CardReading, Flow, Marking, Override,
+};
 use cohort_proto::preempt::client::ClientState;
 use cohort_wire::frame::{TeamKey, kind};
 use std::io;
@@ -61,6 +68,9 @@ pub struct AgentOptions {
     /// A file of verdicts the user forces while the agent runs (`cohort coorp override`): one
     /// `PORT ls|bulk` per line, read when it changes, on top of `config.overrides`.
     pub overrides_file: Option<PathBuf>,
+    /// Where the robot's card load is published and which station of it this robot is
+    /// ([`super::card`]); `None`: the fixed lead.
+    pub card: Option<(PathBuf, usize)>,
 }
 
 /// Parses an overrides file: `PORT ls|bulk` per line (`#` comments, blank lines); the bad
@@ -101,6 +111,8 @@ pub enum AgentError {
     Io(#[from] io::Error),
     #[error("team group: {0}")]
     Group(#[from] crate::GroupError),
+    #[error(transparent)]
+    Card(#[from] CardError),
 }
 
 /// One flow as `cohort coorp status` shows it.
@@ -165,6 +177,10 @@ pub struct AgentSnapshot {
     pub override_errors: u64,
     /// Datagrams on the bulk senders' socket that were no request (dropped).
     pub bulk_malformed: u64,
+    /// What the card held at the last reading and the rate it drains at, bytes and bytes per
+    /// second (`None`: no card given, or no rate yet).
+    pub card_pending_bytes: Option<u64>,
+    pub card_drain_bps: Option<f64>,
 }
 
 /// Claims the agent's place on `dev` in this network namespace (abstract Unix socket).
@@ -237,6 +253,10 @@ pub fn run(
     mut status: impl FnMut(&AgentSnapshot),
 ) -> Result<AgentSnapshot, AgentError> {
     let key = TeamKey::derive(&opts.team_secret, opts.team_id).map_err(|e| AgentError::Config(e.to_string()))?;
+    let card = match &opts.card {
+        Some((path, station)) if opts.config.mode.local() => Some(CardProbe::open(path, *station)?),
+        _ => None,
+    };
     // The claim is also where Cohort's bulk senders ask for permits (`super::bulk`).
     let bulk_sock = claim(&opts.dev)?;
     bulk_sock.set_nonblocking(true)?;
@@ -285,6 +305,7 @@ pub fn run(
     };
     let started = clock.now();
     let end = opts.duration.map(|d| started + d);
+    let mut next_card = started;
     let mut next_backlog = started;
     let mut next_status = started;
     let (mut sent, mut received, mut kernel_errors, mut backlog_packets) = (0u64, 0u64, 0u64, 0u64);
@@ -320,6 +341,8 @@ pub fn run(
             kernel_errors: c[3],
             override_errors: c[5],
             bulk_malformed: c[6],
+            card_pending_bytes: agent.card().map(|c| c.last.pending_bytes),
+            card_drain_bps: agent.card().and_then(|c| c.drain_bps),
         }
     };
     loop {
@@ -362,6 +385,18 @@ pub fn run(
                 Err(e) => {
                     kernel_errors += 1;
                     tracing::warn!(%e, "agent: reading the gate's backlog");
+                }
+            }
+        }
+        if let Some(probe) = &card
+            && now >= next_card
+        {
+            next_card = now + opts.config.card_every;
+            match probe.read() {
+                Ok(l) => agent.on_card(now, CardReading { pending_bytes: l.pending_bytes, sent_bytes: l.sent_bytes }),
+                Err(e) => {
+                    kernel_errors += 1;
+                    tracing::warn!(%e, "agent: reading the card");
                 }
             }
         }
@@ -438,6 +473,9 @@ pub fn run(
         let mut deadline = agent.poll_timeout(now).min(next_status);
         if gate.is_some() {
             deadline = deadline.min(next_backlog);
+        }
+        if card.is_some() {
+            deadline = deadline.min(next_card);
         }
         if let Some(e) = end {
             deadline = deadline.min(e);

@@ -20,6 +20,11 @@
 //! * **Local preemption.** Every LS message start feeds the [`Controller`]; the bulk is held
 //!   from [`AgentConfig::lead`] before each protection window to its end ([`Action::Hold`],
 //!   [`Action::Release`]), so the card's queue has drained when the control message arrives.
+//!   Where the runtime can read what the card holds ([`Agent::on_card`]: the emulator
+//!   publishes it, a driver keeps it as mac80211's AQL and TXQ counters), the lead is no longer
+//!   a constant but Algorithm 2's: the bulk is held once what is in the card, less
+//!   [`AgentConfig::card_allowance_bytes`], would take the card until the window's start to
+//!   send at the rate it was seen to drain ([`CardEstimate`]).
 //! * **Global preemption.** While bulk waits in the gate or flows, the robot wants the team's
 //!   bulk token ([`Client`]); without it the bulk is held. The robot named arbiter runs the
 //!   [`Arbiter`] too. Once the bulk has been idle for [`AgentConfig::bulk_idle`], the token
@@ -147,6 +152,13 @@ pub struct AgentConfig {
     /// The bulk is held this long before a protection window starts, so what the gate
     /// already let through drains from the card first. Default 2 ms.
     pub lead: Duration,
+    /// With the card's load known ([`Agent::on_card`]): how much may still be in the card when
+    /// a protection window starts (one A-MPDU at the HT/VHT limit, as
+    /// [`super::vpl::VplConfig::window_allowance_bytes`]). Default 65 535 B.
+    pub card_allowance_bytes: u64,
+    /// How often the runtime reads the card: a hold starts early enough for what the gate
+    /// can hand the card between two readings. Default 500 µs.
+    pub card_every: Duration,
     /// A token holder whose bulk has been idle this long gives it back. Default 200 ms.
     pub bulk_idle: Duration,
     /// Verdicts forced by port (either end of a flow).
@@ -167,6 +179,8 @@ impl Default for AgentConfig {
             burst_gap: Duration::from_millis(2),
             flow_idle: Duration::from_secs(10),
             lead: Duration::from_millis(2),
+            card_allowance_bytes: super::vpl::VplConfig::default().window_allowance_bytes.into(),
+            card_every: Duration::from_micros(500),
             bulk_idle: Duration::from_millis(200),
             overrides: Vec::new(),
             own_port: 7470,
@@ -295,7 +309,77 @@ pub struct AgentStats {
     pub bulk_refused: u64,
     pub bulk_forgotten: u64,
     pub early_releases: u64,
+    /// Readings of the card's load, and holds that began earlier than the fixed lead because
+    /// the card held more than it could send before the window.
+    pub card_readings: u64,
+    pub card_early_holds: u64,
 }
+
+/// What one station's card holds and has completed (cumulative), as the runtime reads it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CardReading {
+    pub pending_bytes: u64,
+    pub sent_bytes: u64,
+}
+
+/// A card reading older than this is not trusted; the fixed lead applies again.
+const CARD_STALE: Duration = Duration::from_millis(100);
+/// The drain rate is sampled over this much busy time (the card completes an aggregate at a
+/// time, so shorter samples see bursts and gaps instead of a rate).
+const DRAIN_SAMPLE: Duration = Duration::from_millis(4);
+
+/// The card's load and rates, from the runtime's readings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CardEstimate {
+    pub last: CardReading,
+    pub at: Instant,
+    /// Bytes per second the card sends while it has something to send (EWMA, weight 1/4, of
+    /// samples over [`DRAIN_SAMPLE`] of busy time); `None` until the first sample.
+    pub drain_bps: Option<f64>,
+    /// Bytes per second handed to the card between the last two readings.
+    pub fill_bps: f64,
+    busy_bytes: u64,
+    busy_time: Duration,
+}
+
+impl CardEstimate {
+    fn new(r: CardReading, now: Instant) -> Self {
+        CardEstimate { last: r, at: now, drain_bps: None, fill_bps: 0.0, busy_bytes: 0, busy_time: Duration::ZERO }
+    }
+
+    fn update(&mut self, r: CardReading, now: Instant) {
+        let dt = now.saturating_duration_since(self.at);
+        if dt.is_zero() {
+            return;
+        }
+        let sent = r.sent_bytes.saturating_sub(self.last.sent_bytes);
+        let handed = (r.pending_bytes + r.sent_bytes).saturating_sub(self.last.pending_bytes + self.last.sent_bytes);
+        self.fill_bps = handed as f64 / dt.as_secs_f64();
+        if self.last.pending_bytes > 0 && r.pending_bytes > 0 {
+            // Busy all along (as far as two readings tell): what it sent is its drain rate.
+            self.busy_bytes += sent;
+            self.busy_time += dt;
+            if self.busy_time >= DRAIN_SAMPLE {
+                let sample = self.busy_bytes as f64 / self.busy_time.as_secs_f64();
+                self.drain_bps = Some(self.drain_bps.map_or(sample, |d| 0.75 * d + 0.25 * sample));
+                (self.busy_bytes, self.busy_time) = (0, Duration::ZERO);
+            }
+        }
+        (self.last, self.at) = (r, now);
+    }
+
+    /// How long before a window the bulk must stop so that the card holds at most `allowance`
+    /// when it starts: Algorithm 2's drain time, with what the gate may add before the next
+    /// reading counted in.
+    fn lead(&self, allowance: u64, every: Duration) -> Option<Duration> {
+        let drain = self.drain_bps?;
+        let excess = self.last.pending_bytes as f64 + self.fill_bps * every.as_secs_f64() - allowance as f64;
+        Some(Duration::from_secs_f64((excess.max(0.0) / drain.max(1.0)).min(MAX_CARD_LEAD.as_secs_f64())))
+    }
+}
+
+/// The longest the bulk is held ahead of a window for the card to drain.
+const MAX_CARD_LEAD: Duration = Duration::from_millis(200);
 
 /// Why the gate is held now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,6 +401,10 @@ pub struct Agent {
     held: Option<HoldCause>,
     /// Bulk packets waiting in the gate, as last reported.
     backlog: u64,
+    card: Option<CardEstimate>,
+    /// The end of the protection window whose hold began (it lasts to that end, however the
+    /// card's drain time changes meanwhile).
+    window_latch: Option<Instant>,
     /// When bulk other than a session's own last flowed or waited in the gate (`None`: never).
     last_bulk: Option<Instant>,
     /// When idle flows are next looked for (every tenth of `flow_idle`, not at every wake-up:
@@ -352,6 +440,8 @@ impl Agent {
             arbiter,
             held: None,
             backlog: 0,
+            card: None,
+            window_latch: None,
             last_bulk: None,
             next_sweep: now,
             actions: VecDeque::new(),
@@ -476,6 +566,30 @@ impl Agent {
             self.want_token(now);
         }
         self.update_gate(now);
+    }
+
+    /// The robot's card holds `r` now (read from the driver's counters or the emulator's).
+    pub fn on_card(&mut self, now: Instant, r: CardReading) {
+        self.stats.card_readings += 1;
+        match self.card.as_mut() {
+            Some(c) => c.update(r, now),
+            None => self.card = Some(CardEstimate::new(r, now)),
+        }
+        self.update_gate(now);
+    }
+
+    /// The card's load as last read (`None`: never read).
+    pub fn card(&self) -> Option<&CardEstimate> {
+        self.card.as_ref()
+    }
+
+    /// How long before a protection window the bulk is held: the card's drain time when a
+    /// fresh reading and a drain rate are known, the fixed [`AgentConfig::lead`] otherwise.
+    fn lead(&self, now: Instant) -> Duration {
+        self.card
+            .filter(|c| now.saturating_duration_since(c.at) <= CARD_STALE)
+            .and_then(|c| c.lead(self.cfg.card_allowance_bytes, self.cfg.card_every))
+            .unwrap_or(self.cfg.lead)
     }
 
     fn want_token(&mut self, now: Instant) {
@@ -722,10 +836,10 @@ impl Agent {
         t.max(now)
     }
 
-    /// The protection windows to honour, each opened `lead` early.
+    /// The protection windows to honour, each opened [`lead`](Self::lead) early.
     fn windows(&self, now: Instant) -> impl Iterator<Item = (Instant, Instant)> + '_ {
-        let horizon = self.cfg.lead + Duration::from_millis(200);
-        let lead = self.cfg.lead;
+        let lead = self.lead(now);
+        let horizon = lead + Duration::from_millis(200);
         self.controller
             .windows(now, horizon)
             .into_iter()
@@ -739,8 +853,17 @@ impl Agent {
         self.windows(now).flat_map(|(s, e)| [s, e + Duration::from_nanos(1)]).filter(|&x| x > now).min()
     }
 
+    /// The end of the protection window the bulk is held for now, if any.
+    fn window_hold(&self, now: Instant) -> Option<Instant> {
+        if !self.cfg.mode.local() {
+            return None;
+        }
+        let latched = self.window_latch.filter(|&e| now <= e);
+        latched.or_else(|| self.windows(now).filter(|&(s, e)| s <= now && now <= e).map(|w| w.1).max())
+    }
+
     fn hold_cause(&self, now: Instant) -> Option<HoldCause> {
-        if self.cfg.mode.local() && self.windows(now).any(|(s, e)| s <= now && now <= e) {
+        if self.window_hold(now).is_some() {
             return Some(HoldCause::Window);
         }
         if let Some(c) = &self.client
@@ -752,12 +875,21 @@ impl Agent {
     }
 
     fn update_gate(&mut self, now: Instant) {
+        let window = self.window_hold(now);
+        if window.is_some() && self.window_latch != window {
+            self.window_latch = window;
+        }
         let cause = self.hold_cause(now);
         match (self.held, cause) {
             (None, Some(c)) => {
                 self.stats.holds += 1;
                 match c {
-                    HoldCause::Window => self.stats.window_holds += 1,
+                    HoldCause::Window => {
+                        self.stats.window_holds += 1;
+                        if self.lead(now) > self.cfg.lead {
+                            self.stats.card_early_holds += 1;
+                        }
+                    }
                     HoldCause::Token => self.stats.token_holds += 1,
                 }
                 self.actions.push_back(Action::Hold);

@@ -446,3 +446,154 @@ fn the_permit_ends_before_the_next_protection_window() {
     // Inside the window it is closed.
     assert!(!a.bulk_permit(next_msg).open);
 }
+
+/// A card that the gate fills at `fill` bytes/s while open (up to `cap` bytes: the driver stops
+/// the queue) and that sends `drain` bytes/s while it holds anything.
+struct TestCard {
+    pending: f64,
+    sent: f64,
+    fill: f64,
+    drain: f64,
+    cap: f64,
+}
+
+impl TestCard {
+    fn step(&mut self, open: bool, dt: Duration) {
+        let dt = dt.as_secs_f64();
+        let out = (self.drain * dt).min(self.pending);
+        self.pending -= out;
+        self.sent += out;
+        if open {
+            self.pending = (self.pending + self.fill * dt).min(self.cap);
+        }
+    }
+
+    fn reading(&self) -> CardReading {
+        CardReading { pending_bytes: self.pending as u64, sent_bytes: self.sent as u64 }
+    }
+}
+
+/// Runs a local-half agent for 60 periods beside a card that fills faster than it drains;
+/// returns what the card held when each learned control message (from the 20th) arrived and
+/// the share of the time between messages the card was sending.
+fn card_run(read_card: bool, every: Duration) -> (Vec<f64>, f64, AgentStats) {
+    let cfg = AgentConfig { mode: Mode::Local, card_every: every, ..AgentConfig::default() };
+    let mut a = Agent::new(cfg, 1, 1, &[1], Instant::ZERO).unwrap();
+    let ctl = key(PROTO_UDP, 40000, 9000);
+    // 160 Mbit/s of sending, 320 of filling, a 200 KB queue: 10 ms to drain when full.
+    let mut card = TestCard { pending: 0.0, sent: 0.0, fill: 40e6, drain: 20e6, cap: 200e3 };
+    let step = Duration::from_micros(20);
+    let (mut t, mut next_msg, mut next_read) = (Instant::ZERO, 0u32, Instant::ZERO);
+    let (mut open, mut at_msgs, mut busy, mut total) = (true, Vec::new(), 0u64, 0u64);
+    while t < Instant::ZERO + PERIOD * 60 {
+        if t >= Instant::ZERO + PERIOD * next_msg {
+            if next_msg >= 20 {
+                at_msgs.push(card.pending);
+            }
+            perception(&mut a, ctl, t, 46);
+            next_msg += 1;
+        }
+        if read_card && t >= next_read {
+            a.on_card(t, card.reading());
+            next_read = t + every;
+        }
+        a.handle_timeout(t);
+        for x in actions(&mut a) {
+            match x {
+                Action::Hold => open = false,
+                Action::Release => open = true,
+                Action::Set(..) => {}
+            }
+        }
+        if next_msg > 20 {
+            total += 1;
+            busy += u64::from(card.pending > 0.0);
+        }
+        card.step(open, step);
+        t = t + step;
+    }
+    (at_msgs, busy as f64 / total as f64, a.stats())
+}
+
+#[test]
+fn with_the_card_read_the_bulk_stops_when_the_card_needs_it_to_drain() {
+    let allowance = AgentConfig::default().card_allowance_bytes as f64;
+    let every = AgentConfig::default().card_every;
+    // The fixed 2 ms lead leaves most of a full card in place when the message comes.
+    let (blind, _, blind_stats) = card_run(false, every);
+    assert!(blind.iter().all(|&p| p > 100e3), "a 2 ms lead drains 40 of 200 KB: {blind:?}");
+    assert_eq!(blind_stats.card_readings, 0);
+    // Read every 500 µs, the card holds at most the allowance when each message arrives...
+    let (seen, busy, stats) = card_run(true, every);
+    let margin = 40e6 * every.as_secs_f64();
+    assert!(seen.iter().all(|&p| p <= allowance + margin), "allowance {allowance}: {seen:?}");
+    assert!(stats.card_early_holds >= 30, "{stats:?}");
+    // ... and it is not starved for that: it sends most of the time between messages.
+    assert!(busy > 0.6, "card busy {busy}");
+    // Read slowly, the margin for what the gate passes between readings still holds.
+    let slow = Duration::from_millis(2);
+    let (seen, _, _) = card_run(true, slow);
+    assert!(seen.iter().all(|&p| p <= allowance + 40e6 * slow.as_secs_f64()), "{seen:?}");
+}
+
+#[test]
+fn a_hold_lasts_to_the_window_end_and_stale_readings_bring_back_the_fixed_lead() {
+    let mut a = agent(Mode::Local);
+    let ctl = key(PROTO_UDP, 40000, 9000);
+    let mut t = Instant::ZERO;
+    for k in 0..30u32 {
+        t = Instant::ZERO + PERIOD * k;
+        perception(&mut a, ctl, t, 46);
+        a.handle_timeout(t);
+    }
+    let _ = actions(&mut a);
+    // A card draining 10 MB/s that holds 300 KB, 20 ms before the next message: 23 ms to go
+    // below the allowance, so the bulk is held now.
+    let next = Instant::ZERO + PERIOD * 30;
+    let t0 = Instant::ZERO + (PERIOD * 30 - Duration::from_millis(20));
+    let mut sent = 0;
+    for k in 0..10u64 {
+        let at = Instant::ZERO + (PERIOD * 30 - Duration::from_millis(30) + Duration::from_millis(k));
+        a.on_card(at, CardReading { pending_bytes: 300_000, sent_bytes: sent });
+        sent += 10_000;
+    }
+    a.on_card(t0, CardReading { pending_bytes: 300_000, sent_bytes: sent });
+    assert!(a.card().unwrap().drain_bps.is_some_and(|d| (d - 10e6).abs() < 1e5));
+    assert_eq!(actions(&mut a), vec![Action::Hold]);
+    // The card empties: the hold stays until the window's end, not the card's.
+    a.on_card(t0 + Duration::from_millis(1), CardReading { pending_bytes: 0, sent_bytes: sent + 300_000 });
+    a.handle_timeout(t0 + Duration::from_millis(2));
+    assert_eq!(actions(&mut a), vec![]);
+    assert!(a.is_held());
+    // After the window, released. The next hold, the card read empty 50 ms before, starts
+    // later than the fixed lead would; once the readings are stale (100 ms), the fixed lead
+    // is back.
+    let mut t = t0;
+    let mut release = None;
+    let mut holds = Vec::new();
+    let mut msg = 30u32;
+    while t < Instant::ZERO + PERIOD * 35 {
+        if t >= Instant::ZERO + PERIOD * msg {
+            perception(&mut a, ctl, t, 46);
+            msg += 1;
+        }
+        a.handle_timeout(t);
+        for x in actions(&mut a) {
+            match x {
+                Action::Release => release = release.or(Some(t)),
+                Action::Hold => holds.push(t),
+                _ => {}
+            }
+        }
+        t = t + Duration::from_micros(50);
+    }
+    assert!(release.is_some_and(|r| r > next), "{release:?}");
+    let lead_of = |k: u32| {
+        let w = Instant::ZERO + PERIOD * k;
+        let h = holds.iter().copied().filter(|&h| h < w).max().expect("a hold before each message");
+        w.saturating_duration_since(h)
+    };
+    let fixed = a.config().lead;
+    assert!(lead_of(31) < fixed, "empty card: {:?}", lead_of(31));
+    assert!(lead_of(34) >= fixed && lead_of(34) < fixed + Duration::from_millis(6), "stale: {:?}", lead_of(34));
+}
