@@ -157,9 +157,11 @@ COORP_COLORS = {
     "no_bh": "black",
     "edca": "tab:red",
     "schedwifi": "tab:blue",
+    "schedwifi_fixed": "tab:gray",
     "coorp": "tab:green",
     "coorp_global": "tab:olive",
     "coorp_local": "tab:cyan",
+    "coorp_local_fixed": "tab:brown",
     "cohort_bulk": "tab:purple",
     "cohort_bulk_local": "tab:pink",
 }

@@ -25,7 +25,7 @@ pub struct CoorpArgs {
 enum Which {
     /// Run this robot's agent (root) until SIGINT/SIGTERM or `--duration-s`; prints its final
     /// counters as JSON.
-    Agent(AgentArgs),
+    Agent(Box<AgentArgs>),
     /// Show an agent's flows, verdicts, gate and token.
     Status(StatusArgs),
     /// Force a verdict for every flow with PORT at either end while the agent runs (`ls`,

@@ -794,7 +794,7 @@ mod tests {
         let mut last = CardLoad::default();
         let mut t = t0;
         while t < Instant::from_millis(200) {
-            t = t + Duration::from_micros(100);
+            t += Duration::from_micros(100);
             while f.poll_egress(t).is_some() {}
             f.take_card_changes(|i, l| {
                 assert_eq!(i, 0);

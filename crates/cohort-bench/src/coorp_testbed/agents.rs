@@ -2,7 +2,7 @@
 //!
 //! Contract (the agent's CLI): `PROGRAM coorp agent --dev IFACE --id N --bind IP:PORT
 //! --peer ID=IP:PORT ... --arbiter ID --link-mbps R --mode coorp|global|local|mark --team T
-//! --secret S --status FILE.json --duration-s S`. The agent writes `FILE.json` within about a
+//! --secret S --status FILE.json --duration-s S [--card PATH:STATION]`. The agent writes `FILE.json` within about a
 //! second of starting and every 200 ms after; on SIGTERM (or after the duration) it removes
 //! what it installed, prints one JSON object of its counters on stdout and exits 0. The bench
 //! starts the workload only once every agent's status file exists, stops the agents after the
@@ -100,6 +100,8 @@ pub struct AgentSpec {
     pub duration_s: f64,
     /// Where the status and output files go.
     pub dir: PathBuf,
+    /// The emulator's card file: each agent reads its robot's station (`--card`).
+    pub card: Option<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -143,8 +145,15 @@ impl Agents {
                 .args(["--mode", spec.mode.as_str(), "--team", &spec.team.to_string(), "--secret", &spec.secret])
                 .arg("--status")
                 .arg(&status)
-                .args(["--duration-s", &format!("{:.0}", spec.duration_s.ceil())])
-                .stdin(Stdio::null())
+                .args(["--duration-s", &format!("{:.0}", spec.duration_s.ceil())]);
+            if let Some(card) = &spec.card {
+                let station = tb.scenario().nodes.iter().position(|n| n == node).ok_or_else(|| AgentError::Spawn {
+                    node: node.clone(),
+                    source: std::io::Error::other("not a node of the testbed"),
+                })?;
+                c.arg("--card").arg(format!("{}:{station}", card.display()));
+            }
+            c.stdin(Stdio::null())
                 .stdout(std::fs::File::create(&stdout).map_err(spawn_err)?)
                 .stderr(std::fs::File::create(&stderr).map_err(spawn_err)?);
             let child = c.spawn().map_err(spawn_err)?;

@@ -15,7 +15,11 @@
 //! **Systems.** `no_bh` (no training), `edca` (nothing added), and the Cohort systems as one
 //! `cohort coorp agent` process per node (`coorp`, `coorp_global` = mode `global`,
 //! `coorp_local` = mode `local`), control marked; unmarked control under `edca` and `coorp`
-//! (whose agents classify and mark it). `ideal` runs the bulk with no control at all: seed 000
+//! (whose agents classify and mark it). The agents of the local half and SchedWiFi's shapers
+//! read their robot's card from the emulator's card file (`cohort_net::preempt::card`), as
+//! the simulator's layer sees the card's completions; `coorp_local_fixed` and
+//! `schedwifi_fixed` hold a fixed 2 ms ahead instead (the testbed's systems before they read
+//! the card). `ideal` runs the bulk with no control at all: seed 000
 //! Table II's "bytes per second when MPC was disabled", the denominator of `bh_utilization`
 //! (as `crate::coorp` defines it for the simulator). Systems alternate within each repetition.
 //!
@@ -49,11 +53,17 @@ pub const LEADER: &str = "leader";
 pub enum TbSystem {
     NoBh,
     Edca,
-    /// SchedWiFi: exclusive ST-windows (Eq. 4, R = 7) and a Time-Aware Shaper per robot.
+    /// SchedWiFi: exclusive ST-windows (Eq. 4, R = 7) and a Time-Aware Shaper per robot that
+    /// reads the robot's card.
     SchedWifi,
+    /// SchedWiFi with the shaper's fixed 2 ms lead (it does not read the card).
+    SchedWifiFixed,
     Coorp,
     CoorpGlobal,
+    /// The local half: the agents read their card (Algorithm 2's drain time before a window).
     CoorpLocal,
+    /// The local half with the fixed 2 ms lead (the agents do not read the card).
+    CoorpLocalFixed,
     /// COORP's agents, and the training's bulk sent as Cohort's own (`cohort bulk`): every
     /// sender asks its agent for permits before it hands data to the kernel.
     CohortBulk,
@@ -64,7 +74,22 @@ pub enum TbSystem {
 }
 
 impl TbSystem {
-    pub const MARKED: [TbSystem; 9] = [
+    /// Every system that runs with control marked.
+    pub const MARKED: [TbSystem; 11] = [
+        TbSystem::Edca,
+        TbSystem::SchedWifi,
+        TbSystem::SchedWifiFixed,
+        TbSystem::Coorp,
+        TbSystem::CoorpGlobal,
+        TbSystem::CoorpLocal,
+        TbSystem::CoorpLocalFixed,
+        TbSystem::CohortBulk,
+        TbSystem::CohortBulkLocal,
+        TbSystem::NoBh,
+        TbSystem::Ideal,
+    ];
+    /// What runs when no systems are named (the fixed-lead variants only on request).
+    pub const DEFAULT: [TbSystem; 9] = [
         TbSystem::Edca,
         TbSystem::SchedWifi,
         TbSystem::Coorp,
@@ -82,9 +107,11 @@ impl TbSystem {
             TbSystem::NoBh => "no_bh",
             TbSystem::Edca => "edca",
             TbSystem::SchedWifi => "schedwifi",
+            TbSystem::SchedWifiFixed => "schedwifi_fixed",
             TbSystem::Coorp => "coorp",
             TbSystem::CoorpGlobal => "coorp_global",
             TbSystem::CoorpLocal => "coorp_local",
+            TbSystem::CoorpLocalFixed => "coorp_local_fixed",
             TbSystem::CohortBulk => "cohort_bulk",
             TbSystem::CohortBulkLocal => "cohort_bulk_local",
             TbSystem::Ideal => "ideal",
@@ -100,10 +127,20 @@ impl TbSystem {
         match self {
             TbSystem::Coorp => Some(AgentMode::Coorp),
             TbSystem::CoorpGlobal => Some(AgentMode::Global),
-            TbSystem::CoorpLocal | TbSystem::CohortBulkLocal => Some(AgentMode::Local),
+            TbSystem::CoorpLocal | TbSystem::CoorpLocalFixed | TbSystem::CohortBulkLocal => Some(AgentMode::Local),
             TbSystem::CohortBulk => Some(AgentMode::Coorp),
             _ => None,
         }
+    }
+
+    /// SchedWiFi's windows and shaper.
+    pub fn schedwifi(self) -> bool {
+        matches!(self, TbSystem::SchedWifi | TbSystem::SchedWifiFixed)
+    }
+
+    /// Whether its agents or shapers read the robots' cards (the emulator's card file).
+    pub fn reads_card(self) -> bool {
+        !matches!(self, TbSystem::SchedWifiFixed | TbSystem::CoorpLocalFixed)
     }
 
     /// Whether the training's bulk asks the agents for permits (`cohort bulk`).
@@ -153,7 +190,7 @@ impl Default for TestbedParams {
             reps: 3,
             seed: 1,
             profiles: vec!["per_ac".into(), "shared_tx".into()],
-            systems: TbSystem::MARKED.to_vec(),
+            systems: TbSystem::DEFAULT.to_vec(),
             unmarked: TbSystem::UNMARKED.to_vec(),
             channel: None,
             // 802.11ac 1 stream, long GI: 80 MHz MCS 9, 40 MHz MCS 9, 20 MHz MCS 8; then
@@ -261,11 +298,12 @@ pub fn run_system(
         control: system != TbSystem::Ideal,
         epochs: if system == TbSystem::NoBh { 0 } else { wl.epochs },
         permits_dev: system.permits().then(|| "wlan0".to_string()),
-        schedule: (system == TbSystem::SchedWifi).then(|| {
+        schedule: system.schedwifi().then(|| {
             let infer = Duration::from_secs_f64(wl.inference_ms / 1e3);
             StSchedule::new(p.workers, wl.perception_bytes, wl.action_bytes, infer, ch.data_mbps)
         }),
-        shaper: (system == TbSystem::SchedWifi).then(|| ("wlan0".to_string(), (link_mbps * 1e6) as u64)),
+        shaper: system.schedwifi().then(|| ("wlan0".to_string(), (link_mbps * 1e6) as u64)),
+        shaper_card: system.reads_card().then(|| cohort_emu::testbed::card_file(bed.tb.run_name())),
         ..wl.clone()
     };
     let mut agents = match system.agent() {
@@ -279,6 +317,7 @@ pub fn run_system(
                 secret: "cohort-bench-coorp-testbed-team!".into(),
                 duration_s: wl.max_s + 30.0,
                 dir: cohort_emu::testbed::state_dir(bed.tb.run_name()),
+                card: system.reads_card().then(|| cohort_emu::testbed::card_file(bed.tb.run_name())),
             };
             Some(Agents::start(&bed.tb, &bed.nodes, &spec).map_err(|e| e.to_string())?)
         }
@@ -367,6 +406,7 @@ fn pooled(runs: &[&TbRun], ideal_mbps: f64, edca_epoch_s: f64) -> Value {
         // SchedWiFi's shapers: holds over every robot, and those more than 1 ms late.
         v["shaper_holds"] = json!(runs.iter().map(|r| r.outcome.shaper_holds).sum::<u64>());
         v["shaper_late_holds"] = json!(runs.iter().map(|r| r.outcome.shaper_late_holds).sum::<u64>());
+        v["shaper_card_early_holds"] = json!(runs.iter().map(|r| r.outcome.shaper_card_early_holds).sum::<u64>());
     }
     if runs.iter().any(|r| !r.agents.is_empty()) {
         // Every agent's counters, per run.

@@ -12,10 +12,14 @@
 //! robot's bulk from `lead` before the first window of each block to the block's end. A block is
 //! the perceptions' windows, or the actions' (the inference gap between them stays open).
 //! `lead` is the agents' default (2 ms, `cohort coorp agent --lead-ms`), so SchedWiFi and the
-//! local half differ in their windows, not in the gate.
+//! local half differ in their windows, not in the gate. Given the emulator's card file (as the
+//! agents are), the shaper instead holds as long before each block as the robot's card needs to
+//! drain completely (`CardEstimate::lead` with no allowance: the windows are exclusive), which
+//! is what SchedWiFi's shaper does in the simulator (Algorithm 2's layer over an empty card).
 
 use super::workload::Endpoint;
-use cohort_net::preempt::{BulkGate, GateConfig};
+use cohort_net::preempt::{BulkGate, CardProbe, GateConfig};
+use cohort_proto::preempt::agent::{AgentConfig, CardEstimate, CardReading};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -75,13 +79,17 @@ pub struct ShaperCounters {
     pub holds: u64,
     /// Holds that took effect after their planned time by more than 1 ms (the host was late).
     pub late_holds: u64,
+    /// Holds begun earlier than the fixed lead because the card needed longer to drain.
+    pub card_early_holds: u64,
 }
 
 /// Starts the Time-Aware Shaper of the robot at `ep`: a gate on its interface `dev`, held on
 /// `schedule`'s plan for every loop `t0 + k · period` until `stop`. The shaper's thread lives in
 /// the robot's namespace from the gate's installation to its removal (the gate's `tc` calls
 /// must name the robot's interface, never the host's). Runs at SCHED_FIFO `rt` if given, as the
-/// control threads do. Returns once the gate is installed, or why it could not be.
+/// control threads do. With `card` (the emulator's card file and the robot's station) the holds
+/// start when the card needs them to. Returns once the gate is installed, or why it could not
+/// be.
 #[allow(clippy::too_many_arguments)]
 pub fn start(
     ep: &Endpoint,
@@ -91,9 +99,11 @@ pub fn start(
     t0: Instant,
     period: Duration,
     rt: Option<i32>,
+    card: Option<(&std::path::Path, usize)>,
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<Result<ShaperCounters, String>>, String> {
     let cfg = GateConfig::new(dev, link_bps);
+    let card = card.map(|(p, st)| CardProbe::open(p, st)).transpose().map_err(|e| format!("SchedWiFi shaper: {e}"))?;
     let ns = ep.ns.clone();
     let (installed_tx, installed) = std::sync::mpsc::channel::<Result<(), String>>();
     let h = std::thread::spawn(move || {
@@ -109,7 +119,7 @@ pub fn start(
             if let Some(p) = rt {
                 let _ = cohort_emu::emulator::set_fifo(p);
             }
-            Ok(shape(&mut gate, &schedule, t0, period, &stop))
+            Ok(shape(&mut gate, &schedule, t0, period, &stop, card.as_ref()))
         });
         shaped.map_err(|e| format!("SchedWiFi shaper in its namespace: {e}")).and_then(|r| r)
     });
@@ -125,25 +135,60 @@ pub fn start(
     }
 }
 
-/// Holds and releases `gate` on `schedule`'s plan, loop after loop, until `stop`.
+/// Holds and releases `gate` on `schedule`'s plan, loop after loop, until `stop`; with `card`,
+/// each hold starts the card's drain time before its block (the fixed lead until a drain rate
+/// is known).
 fn shape(
     gate: &mut BulkGate,
     schedule: &StSchedule,
     t0: Instant,
     period: Duration,
     stop: &AtomicBool,
+    card: Option<&CardProbe>,
 ) -> Result<ShaperCounters, String> {
+    let every = AgentConfig::default().card_every;
+    let base = Instant::now();
+    let at = |t: Instant| cohort_time::Instant::from_nanos(t.saturating_duration_since(base).as_nanos() as u64);
+    let mut est: Option<CardEstimate> = None;
+    let mut next_read = base;
     let mut c = ShaperCounters::default();
+    let planned_lead = if card.is_some() { Duration::ZERO } else { LEAD };
     for k in 0u32.. {
-        for (hold, release) in schedule.holds(t0 + period * k, LEAD) {
-            sleep_until(hold, stop);
-            if stop.load(Ordering::Relaxed) {
-                return Ok(c);
-            }
+        for (block, release) in schedule.holds(t0 + period * k, planned_lead) {
+            let (hold, lead) = loop {
+                let now = Instant::now();
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(c);
+                }
+                let lead = match card {
+                    None => Duration::ZERO,
+                    Some(p) => {
+                        if now >= next_read {
+                            next_read = now + every;
+                            let l = p.read().map_err(|e| format!("SchedWiFi card: {e}"))?;
+                            let r = CardReading { pending_bytes: l.pending_bytes, sent_bytes: l.sent_bytes };
+                            match est.as_mut() {
+                                Some(e) => e.update(r, at(now)),
+                                None => est = Some(CardEstimate::new(r, at(now))),
+                            }
+                        }
+                        est.and_then(|e| e.lead(0, every)).unwrap_or(LEAD)
+                    }
+                };
+                let hold = block.checked_sub(lead).unwrap_or(block);
+                if now >= hold {
+                    break (hold, lead);
+                }
+                let wake = if card.is_some() { hold.min(next_read) } else { hold };
+                std::thread::sleep((wake - now).min(Duration::from_millis(100)));
+            };
             gate.hold().map_err(|e| format!("SchedWiFi hold: {e}"))?;
             c.holds += 1;
             if Instant::now() > hold + Duration::from_millis(1) {
                 c.late_holds += 1;
+            }
+            if lead > LEAD {
+                c.card_early_holds += 1;
             }
             sleep_until(release, stop);
             gate.release().map_err(|e| format!("SchedWiFi release: {e}"))?;
@@ -183,6 +228,7 @@ impl Shapers {
                 Ok(Ok(c)) => {
                     total.holds += c.holds;
                     total.late_holds += c.late_holds;
+                    total.card_early_holds += c.card_early_holds;
                 }
                 Ok(Err(e)) => {
                     first_err.get_or_insert(e);
@@ -258,8 +304,17 @@ mod tests {
             let ep = Endpoint { ns: ns.clone(), addr: std::net::Ipv4Addr::LOCALHOST };
             let sc = StSchedule::new(2, 12 * 1024, 1024, Duration::from_millis(2), 390.0);
             let mut shapers = Shapers::default();
-            let h =
-                start(&ep, "wlan0", 100_000_000, sc, Instant::now(), Duration::from_millis(33), None, shapers.stop());
+            let h = start(
+                &ep,
+                "wlan0",
+                100_000_000,
+                sc,
+                Instant::now(),
+                Duration::from_millis(33),
+                None,
+                None,
+                shapers.stop(),
+            );
             shapers.push(h.unwrap());
             std::thread::sleep(Duration::from_millis(150));
             assert!(qdisc().contains("htb"), "the gate sits on the robot's interface: {}", qdisc());
@@ -269,8 +324,8 @@ mod tests {
             // No such interface: the error comes back from `start`, nothing is left running.
             let stop = Arc::new(AtomicBool::new(false));
             let sc = StSchedule::new(1, 1024, 1024, Duration::ZERO, 390.0);
-            let e =
-                start(&ep, "nope0", 1_000_000, sc, Instant::now(), Duration::from_millis(33), None, stop).unwrap_err();
+            let e = start(&ep, "nope0", 1_000_000, sc, Instant::now(), Duration::from_millis(33), None, None, stop)
+                .unwrap_err();
             assert!(e.contains("SchedWiFi gate"), "{e}");
         });
         ip(&["netns", "del", &ns]);

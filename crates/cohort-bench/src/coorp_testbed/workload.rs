@@ -90,6 +90,9 @@ pub struct WorkloadParams {
     pub schedule: Option<super::schedwifi::StSchedule>,
     /// The shaper's gate: the robots' interface and the link rate it shapes to (bit/s).
     pub shaper: Option<(String, u64)>,
+    /// The emulator's card file: the shapers read their robot's card (leader station 0,
+    /// worker `w` station `w`) and hold as long before each block as it needs to drain.
+    pub shaper_card: Option<std::path::PathBuf>,
 }
 
 impl Default for WorkloadParams {
@@ -115,6 +118,7 @@ impl Default for WorkloadParams {
             permits_dev: None,
             schedule: None,
             shaper: None,
+            shaper_card: None,
         }
     }
 }
@@ -174,6 +178,8 @@ pub struct WorkloadOutcome {
     /// SchedWiFi's shapers: holds made, and holds more than 1 ms late, over every robot.
     pub shaper_holds: u64,
     pub shaper_late_holds: u64,
+    /// Of them, holds begun earlier than the fixed lead for the card to drain.
+    pub shaper_card_early_holds: u64,
 }
 
 impl WorkloadOutcome {
@@ -344,9 +350,20 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
     // SchedWiFi's Time-Aware Shaper on every robot, on the loops' clock.
     let mut shapers = super::schedwifi::Shapers::default();
     if let (Some(sc), Some((dev, link_bps))) = (&p.schedule, &p.shaper) {
-        for ep in std::iter::once(leader).chain(workers) {
-            let h = super::schedwifi::start(ep, dev, *link_bps, sc.clone(), t0, period, p.rt_priority, shapers.stop())
-                .map_err(|e| io_err("SchedWiFi shaper")(io::Error::other(e)))?;
+        for (station, ep) in std::iter::once(leader).chain(workers).enumerate() {
+            let card = p.shaper_card.as_deref().map(|c| (c, station));
+            let h = super::schedwifi::start(
+                ep,
+                dev,
+                *link_bps,
+                sc.clone(),
+                t0,
+                period,
+                p.rt_priority,
+                card,
+                shapers.stop(),
+            )
+            .map_err(|e| io_err("SchedWiFi shaper")(io::Error::other(e)))?;
             shapers.push(h);
         }
     }
@@ -540,6 +557,7 @@ pub fn run(leader: &Endpoint, workers: &[Endpoint], p: &WorkloadParams) -> Resul
     let c = shapers.finish().map_err(|e| io_err("SchedWiFi shaper")(io::Error::other(e)))?;
     out.shaper_holds = c.holds;
     out.shaper_late_holds = c.late_holds;
+    out.shaper_card_early_holds = c.card_early_holds;
     if let Some(e) = bulk_err {
         return Err(WorkloadError::Io { what: "training".into(), source: io::Error::other(e) });
     }

@@ -25,9 +25,7 @@ use super::marker::{Marker, MarkerError};
 use super::observer::{Observer, ObserverStats};
 use crate::Secure;
 use cohort_proto::Dest;
-use cohort_proto::preempt::agent::{
-    Action, Agent, AgentConfig, AgentStats, CardReading, Flow, Marking, Override,
-};
+use cohort_proto::preempt::agent::{Action, Agent, AgentConfig, AgentStats, CardReading, Flow, Marking, Override};
 use cohort_proto::preempt::client::ClientState;
 use cohort_wire::frame::{TeamKey, kind};
 use std::io;

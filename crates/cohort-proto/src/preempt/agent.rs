@@ -343,11 +343,12 @@ pub struct CardEstimate {
 }
 
 impl CardEstimate {
-    fn new(r: CardReading, now: Instant) -> Self {
+    pub fn new(r: CardReading, now: Instant) -> Self {
         CardEstimate { last: r, at: now, drain_bps: None, fill_bps: 0.0, busy_bytes: 0, busy_time: Duration::ZERO }
     }
 
-    fn update(&mut self, r: CardReading, now: Instant) {
+    /// Takes the reading `r` made at `now`.
+    pub fn update(&mut self, r: CardReading, now: Instant) {
         let dt = now.saturating_duration_since(self.at);
         if dt.is_zero() {
             return;
@@ -371,7 +372,7 @@ impl CardEstimate {
     /// How long before a window the bulk must stop so that the card holds at most `allowance`
     /// when it starts: Algorithm 2's drain time, with what the gate may add before the next
     /// reading counted in.
-    fn lead(&self, allowance: u64, every: Duration) -> Option<Duration> {
+    pub fn lead(&self, allowance: u64, every: Duration) -> Option<Duration> {
         let drain = self.drain_bps?;
         let excess = self.last.pending_bytes as f64 + self.fill_bps * every.as_secs_f64() - allowance as f64;
         Some(Duration::from_secs_f64((excess.max(0.0) / drain.max(1.0)).min(MAX_CARD_LEAD.as_secs_f64())))

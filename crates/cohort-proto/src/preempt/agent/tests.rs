@@ -510,7 +510,7 @@ fn card_run(read_card: bool, every: Duration) -> (Vec<f64>, f64, AgentStats) {
             busy += u64::from(card.pending > 0.0);
         }
         card.step(open, step);
-        t = t + step;
+        t += step;
     }
     (at_msgs, busy as f64 / total as f64, a.stats())
 }
@@ -540,9 +540,8 @@ fn with_the_card_read_the_bulk_stops_when_the_card_needs_it_to_drain() {
 fn a_hold_lasts_to_the_window_end_and_stale_readings_bring_back_the_fixed_lead() {
     let mut a = agent(Mode::Local);
     let ctl = key(PROTO_UDP, 40000, 9000);
-    let mut t = Instant::ZERO;
     for k in 0..30u32 {
-        t = Instant::ZERO + PERIOD * k;
+        let t = Instant::ZERO + PERIOD * k;
         perception(&mut a, ctl, t, 46);
         a.handle_timeout(t);
     }
@@ -585,7 +584,7 @@ fn a_hold_lasts_to_the_window_end_and_stale_readings_bring_back_the_fixed_lead()
                 _ => {}
             }
         }
-        t = t + Duration::from_micros(50);
+        t += Duration::from_micros(50);
     }
     assert!(release.is_some_and(|r| r > next), "{release:?}");
     let lead_of = |k: u32| {
