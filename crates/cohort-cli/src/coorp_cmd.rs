@@ -115,7 +115,8 @@ struct AgentArgs {
     /// bulk is then held as long before each window as the card needs to drain.
     #[arg(long, value_parser = parse_card)]
     card: Option<(PathBuf, usize)>,
-    /// With --card: bytes the card may still hold when a window starts.
+    /// With --card: bytes the card may still hold when a window starts if it drains at the
+    /// full --link-mbps (scaled by the share of that rate it drains at).
     #[arg(long, default_value_t = 65_535)]
     card_allowance_bytes: u64,
     /// Robots that may send bulk at once (`LIMIT`; the team must agree).
@@ -282,6 +283,7 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
         },
         lead: Duration::from_secs_f64(a.lead_ms / 1e3),
         card_allowance_bytes: a.card_allowance_bytes,
+        link_rate_bps: Some((a.link_mbps * 1e6) as u64),
         overrides,
         own_port: a.bind.port(),
         ..defaults

@@ -172,7 +172,7 @@ fn shape(
                                 None => est = Some(CardEstimate::new(r, at(now))),
                             }
                         }
-                        est.and_then(|e| e.lead(0, every)).unwrap_or(LEAD)
+                        est.and_then(|e| e.lead(0.0, every)).unwrap_or(LEAD)
                     }
                 };
                 let hold = block.checked_sub(lead).unwrap_or(block);

@@ -23,8 +23,10 @@
 //!   Where the runtime can read what the card holds ([`Agent::on_card`]: the emulator
 //!   publishes it, a driver keeps it as mac80211's AQL and TXQ counters), the lead is no longer
 //!   a constant but Algorithm 2's: the bulk is held once what is in the card, less
-//!   [`AgentConfig::card_allowance_bytes`], would take the card until the window's start to
-//!   send at the rate it was seen to drain ([`CardEstimate`]).
+//!   an allowance, would take the card until the window's start to send at the rate it was
+//!   seen to drain ([`CardEstimate`]). The allowance is what a control frame waits for on a
+//!   card with per-AC queues, one aggregate on the air ([`AgentConfig::card_allowance_bytes`]
+//!   at the full channel rate): on a card that gets a fifth of the channel, a fifth of it.
 //! * **Global preemption.** While bulk waits in the gate or flows, the robot wants the team's
 //!   bulk token ([`Client`]); without it the bulk is held. The robot named arbiter runs the
 //!   [`Arbiter`] too. Once the bulk has been idle for [`AgentConfig::bulk_idle`], the token
@@ -153,9 +155,14 @@ pub struct AgentConfig {
     /// already let through drains from the card first. Default 2 ms.
     pub lead: Duration,
     /// With the card's load known ([`Agent::on_card`]): how much may still be in the card when
-    /// a protection window starts (one A-MPDU at the HT/VHT limit, as
-    /// [`super::vpl::VplConfig::window_allowance_bytes`]). Default 65 535 B.
+    /// a protection window starts, as the card drains at the full channel rate: one A-MPDU at
+    /// the HT/VHT limit, as [`super::vpl::VplConfig::window_allowance_bytes`]. Default 65 535 B.
     pub card_allowance_bytes: u64,
+    /// The full channel rate for one sender (bit/s; the gate's rate). With it the allowance is
+    /// time, not bytes: a card that drains at a share of this rate may keep that share of
+    /// [`card_allowance_bytes`](Self::card_allowance_bytes), so a control message waits no
+    /// longer behind it than behind one aggregate at the full rate. `None`: bytes as given.
+    pub link_rate_bps: Option<u64>,
     /// How often the runtime reads the card: a hold starts early enough for what the gate
     /// can hand the card between two readings. Default 500 µs.
     pub card_every: Duration,
@@ -180,6 +187,7 @@ impl Default for AgentConfig {
             flow_idle: Duration::from_secs(10),
             lead: Duration::from_millis(2),
             card_allowance_bytes: super::vpl::VplConfig::default().window_allowance_bytes.into(),
+            link_rate_bps: None,
             card_every: Duration::from_micros(500),
             bulk_idle: Duration::from_millis(200),
             overrides: Vec::new(),
@@ -372,9 +380,9 @@ impl CardEstimate {
     /// How long before a window the bulk must stop so that the card holds at most `allowance`
     /// when it starts: Algorithm 2's drain time, with what the gate may add before the next
     /// reading counted in.
-    pub fn lead(&self, allowance: u64, every: Duration) -> Option<Duration> {
+    pub fn lead(&self, allowance: f64, every: Duration) -> Option<Duration> {
         let drain = self.drain_bps?;
-        let excess = self.last.pending_bytes as f64 + self.fill_bps * every.as_secs_f64() - allowance as f64;
+        let excess = self.last.pending_bytes as f64 + self.fill_bps * every.as_secs_f64() - allowance;
         Some(Duration::from_secs_f64((excess.max(0.0) / drain.max(1.0)).min(MAX_CARD_LEAD.as_secs_f64())))
     }
 }
@@ -589,8 +597,18 @@ impl Agent {
     fn lead(&self, now: Instant) -> Duration {
         self.card
             .filter(|c| now.saturating_duration_since(c.at) <= CARD_STALE)
-            .and_then(|c| c.lead(self.cfg.card_allowance_bytes, self.cfg.card_every))
+            .and_then(|c| c.lead(self.card_allowance(&c), self.cfg.card_every))
             .unwrap_or(self.cfg.lead)
+    }
+
+    /// The bytes a window may find in the card: the allowance, scaled by the share of the
+    /// channel rate the card drains at.
+    fn card_allowance(&self, c: &CardEstimate) -> f64 {
+        let bytes = self.cfg.card_allowance_bytes as f64;
+        match (self.cfg.link_rate_bps, c.drain_bps) {
+            (Some(link), Some(drain)) if link > 0 => bytes * (drain * 8.0 / link as f64).min(1.0),
+            _ => bytes,
+        }
     }
 
     fn want_token(&mut self, now: Instant) {

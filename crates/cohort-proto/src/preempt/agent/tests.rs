@@ -476,8 +476,8 @@ impl TestCard {
 /// Runs a local-half agent for 60 periods beside a card that fills faster than it drains;
 /// returns what the card held when each learned control message (from the 20th) arrived and
 /// the share of the time between messages the card was sending.
-fn card_run(read_card: bool, every: Duration) -> (Vec<f64>, f64, AgentStats) {
-    let cfg = AgentConfig { mode: Mode::Local, card_every: every, ..AgentConfig::default() };
+fn card_run(read_card: bool, every: Duration, link_rate_bps: Option<u64>) -> (Vec<f64>, f64, AgentStats) {
+    let cfg = AgentConfig { mode: Mode::Local, card_every: every, link_rate_bps, ..AgentConfig::default() };
     let mut a = Agent::new(cfg, 1, 1, &[1], Instant::ZERO).unwrap();
     let ctl = key(PROTO_UDP, 40000, 9000);
     // 160 Mbit/s of sending, 320 of filling, a 200 KB queue: 10 ms to drain when full.
@@ -520,11 +520,11 @@ fn with_the_card_read_the_bulk_stops_when_the_card_needs_it_to_drain() {
     let allowance = AgentConfig::default().card_allowance_bytes as f64;
     let every = AgentConfig::default().card_every;
     // The fixed 2 ms lead leaves most of a full card in place when the message comes.
-    let (blind, _, blind_stats) = card_run(false, every);
+    let (blind, _, blind_stats) = card_run(false, every, None);
     assert!(blind.iter().all(|&p| p > 100e3), "a 2 ms lead drains 40 of 200 KB: {blind:?}");
     assert_eq!(blind_stats.card_readings, 0);
     // Read every 500 µs, the card holds at most the allowance when each message arrives...
-    let (seen, busy, stats) = card_run(true, every);
+    let (seen, busy, stats) = card_run(true, every, None);
     let margin = 40e6 * every.as_secs_f64();
     assert!(seen.iter().all(|&p| p <= allowance + margin), "allowance {allowance}: {seen:?}");
     assert!(stats.card_early_holds >= 30, "{stats:?}");
@@ -532,8 +532,12 @@ fn with_the_card_read_the_bulk_stops_when_the_card_needs_it_to_drain() {
     assert!(busy > 0.6, "card busy {busy}");
     // Read slowly, the margin for what the gate passes between readings still holds.
     let slow = Duration::from_millis(2);
-    let (seen, _, _) = card_run(true, slow);
+    let (seen, _, _) = card_run(true, slow, None);
     assert!(seen.iter().all(|&p| p <= allowance + 40e6 * slow.as_secs_f64()), "{seen:?}");
+    // A card that drains at a fifth of the channel rate keeps a fifth of the allowance: the
+    // message waits behind it as long as behind one aggregate at the full rate.
+    let (seen, _, _) = card_run(true, every, Some(5 * 160_000_000));
+    assert!(seen.iter().all(|&p| p <= allowance / 5.0 + margin), "{seen:?}");
 }
 
 #[test]
