@@ -400,7 +400,9 @@ struct CoorpArgs {
     no_sim: bool,
     /// Testbed systems with control marked (edca, schedwifi, coorp, coorp_global, coorp_local,
     /// cohort_bulk, cohort_bulk_local (the training's bulk sent as `cohort bulk`, asking the
-    /// agents for permits), no_bh, ideal; `ideal` is the denominator of bh_utilization).
+    /// agents for permits), no_bh, ideal; `ideal` is the denominator of bh_utilization). The
+    /// agents and SchedWiFi's shapers read their robot's card; `schedwifi_fixed`,
+    /// `coorp_fixed` and `coorp_local_fixed` hold a fixed 2 ms ahead instead.
     #[arg(
         long,
         value_delimiter = ',',

@@ -17,7 +17,7 @@
 //! `coorp_local` = mode `local`), control marked; unmarked control under `edca` and `coorp`
 //! (whose agents classify and mark it). The agents of the local half and SchedWiFi's shapers
 //! read their robot's card from the emulator's card file (`cohort_net::preempt::card`), as
-//! the simulator's layer sees the card's completions; `coorp_local_fixed` and
+//! the simulator's layer sees the card's completions; `coorp_fixed`, `coorp_local_fixed` and
 //! `schedwifi_fixed` hold a fixed 2 ms ahead instead (the testbed's systems before they read
 //! the card). `ideal` runs the bulk with no control at all: seed 000
 //! Table II's "bytes per second when MPC was disabled", the denominator of `bh_utilization`
@@ -58,7 +58,10 @@ pub enum TbSystem {
     SchedWifi,
     /// SchedWiFi with the shaper's fixed 2 ms lead (it does not read the card).
     SchedWifiFixed,
+    /// Both halves; the agents read their card.
     Coorp,
+    /// Both halves with the fixed 2 ms lead.
+    CoorpFixed,
     CoorpGlobal,
     /// The local half: the agents read their card (Algorithm 2's drain time before a window).
     CoorpLocal,
@@ -75,11 +78,12 @@ pub enum TbSystem {
 
 impl TbSystem {
     /// Every system that runs with control marked.
-    pub const MARKED: [TbSystem; 11] = [
+    pub const MARKED: [TbSystem; 12] = [
         TbSystem::Edca,
         TbSystem::SchedWifi,
         TbSystem::SchedWifiFixed,
         TbSystem::Coorp,
+        TbSystem::CoorpFixed,
         TbSystem::CoorpGlobal,
         TbSystem::CoorpLocal,
         TbSystem::CoorpLocalFixed,
@@ -109,6 +113,7 @@ impl TbSystem {
             TbSystem::SchedWifi => "schedwifi",
             TbSystem::SchedWifiFixed => "schedwifi_fixed",
             TbSystem::Coorp => "coorp",
+            TbSystem::CoorpFixed => "coorp_fixed",
             TbSystem::CoorpGlobal => "coorp_global",
             TbSystem::CoorpLocal => "coorp_local",
             TbSystem::CoorpLocalFixed => "coorp_local_fixed",
@@ -125,7 +130,7 @@ impl TbSystem {
     /// The agent this system runs in every node, if any.
     pub fn agent(self) -> Option<AgentMode> {
         match self {
-            TbSystem::Coorp => Some(AgentMode::Coorp),
+            TbSystem::Coorp | TbSystem::CoorpFixed => Some(AgentMode::Coorp),
             TbSystem::CoorpGlobal => Some(AgentMode::Global),
             TbSystem::CoorpLocal | TbSystem::CoorpLocalFixed | TbSystem::CohortBulkLocal => Some(AgentMode::Local),
             TbSystem::CohortBulk => Some(AgentMode::Coorp),
@@ -140,7 +145,7 @@ impl TbSystem {
 
     /// Whether its agents or shapers read the robots' cards (the emulator's card file).
     pub fn reads_card(self) -> bool {
-        !matches!(self, TbSystem::SchedWifiFixed | TbSystem::CoorpLocalFixed)
+        !matches!(self, TbSystem::SchedWifiFixed | TbSystem::CoorpFixed | TbSystem::CoorpLocalFixed)
     }
 
     /// Whether the training's bulk asks the agents for permits (`cohort bulk`).

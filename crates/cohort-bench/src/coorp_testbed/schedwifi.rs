@@ -155,6 +155,9 @@ fn shape(
     let planned_lead = if card.is_some() { Duration::ZERO } else { LEAD };
     for k in 0u32.. {
         for (block, release) in schedule.holds(t0 + period * k, planned_lead) {
+            // A hold the card asks for at once (its drain time already reaches the block) was
+            // never planned ahead, so it cannot be late.
+            let mut planned_ahead = card.is_none();
             let (hold, lead) = loop {
                 let now = Instant::now();
                 if stop.load(Ordering::Relaxed) {
@@ -179,12 +182,13 @@ fn shape(
                 if now >= hold {
                     break (hold, lead);
                 }
+                planned_ahead = true;
                 let wake = if card.is_some() { hold.min(next_read) } else { hold };
                 std::thread::sleep((wake - now).min(Duration::from_millis(100)));
             };
             gate.hold().map_err(|e| format!("SchedWiFi hold: {e}"))?;
             c.holds += 1;
-            if Instant::now() > hold + Duration::from_millis(1) {
+            if planned_ahead && Instant::now() > hold + Duration::from_millis(1) {
                 c.late_holds += 1;
             }
             if lead > LEAD {

@@ -342,7 +342,9 @@ pub struct CardEstimate {
     pub last: CardReading,
     pub at: Instant,
     /// Bytes per second the card sends while it has something to send (EWMA, weight 1/4, of
-    /// samples over [`DRAIN_SAMPLE`] of busy time); `None` until the first sample.
+    /// samples over [`DRAIN_SAMPLE`] of intervals between readings in which it never ran
+    /// empty: it held more at the interval's start than it sent in it); `None` until the
+    /// first sample.
     pub drain_bps: Option<f64>,
     /// Bytes per second handed to the card between the last two readings.
     pub fill_bps: f64,
@@ -364,8 +366,10 @@ impl CardEstimate {
         let sent = r.sent_bytes.saturating_sub(self.last.sent_bytes);
         let handed = (r.pending_bytes + r.sent_bytes).saturating_sub(self.last.pending_bytes + self.last.sent_bytes);
         self.fill_bps = handed as f64 / dt.as_secs_f64();
-        if self.last.pending_bytes > 0 && r.pending_bytes > 0 {
-            // Busy all along (as far as two readings tell): what it sent is its drain rate.
+        if self.last.pending_bytes > sent {
+            // It held more at the start than it sent, so it never waited for something to
+            // send: what it sent is what the channel let it (a card that emptied would show
+            // the rate its sender fed it, not the rate it drains at).
             self.busy_bytes += sent;
             self.busy_time += dt;
             if self.busy_time >= DRAIN_SAMPLE {

@@ -600,3 +600,28 @@ fn a_hold_lasts_to_the_window_end_and_stale_readings_bring_back_the_fixed_lead()
     assert!(lead_of(31) < fixed, "empty card: {:?}", lead_of(31));
     assert!(lead_of(34) >= fixed && lead_of(34) < fixed + Duration::from_millis(6), "stale: {:?}", lead_of(34));
 }
+
+#[test]
+fn the_drain_rate_counts_only_intervals_in_which_the_card_never_ran_empty() {
+    let r = |pending_bytes, sent_bytes| CardReading { pending_bytes, sent_bytes };
+    let ms = |k: u64| Instant::ZERO + Duration::from_millis(k);
+    // A card fed a 100-byte acknowledgement per millisecond, sent at once: never backlogged,
+    // so no rate, however long it runs.
+    let mut e = CardEstimate::new(r(100, 0), ms(0));
+    for k in 1..50 {
+        e.update(r(100, 100 * k), ms(k));
+    }
+    assert_eq!(e.drain_bps, None);
+    // Backlogged (100 KB, refilled as it drains) at 30 MB/s: that is its rate.
+    for k in 50..70 {
+        e.update(r(100_000, 100 * 49 + 30_000 * (k - 49)), ms(k));
+    }
+    let d = e.drain_bps.expect("a rate from the backlogged intervals");
+    assert!((d - 30e6).abs() < 1e5, "{d}");
+    // A backlogged card that the channel lets send nothing for 4 ms is a zero-rate sample.
+    let sent = 100 * 49 + 30_000 * 20;
+    for k in 70..75 {
+        e.update(r(100_000, sent), ms(k));
+    }
+    assert!(e.drain_bps.unwrap() < 0.8 * d);
+}
