@@ -159,7 +159,7 @@ COORP_COLORS = {
     "schedwifi": "tab:blue",
     "schedwifi_fixed": "tab:gray",
     "coorp": "tab:green",
-    "coorp_fixed": "darkgreen",
+    "coorp_card": "darkgreen",
     "coorp_global": "tab:olive",
     "coorp_local": "tab:cyan",
     "coorp_local_fixed": "tab:brown",

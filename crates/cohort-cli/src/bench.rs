@@ -401,8 +401,8 @@ struct CoorpArgs {
     /// Testbed systems with control marked (edca, schedwifi, coorp, coorp_global, coorp_local,
     /// cohort_bulk, cohort_bulk_local (the training's bulk sent as `cohort bulk`, asking the
     /// agents for permits), no_bh, ideal; `ideal` is the denominator of bh_utilization). The
-    /// agents and SchedWiFi's shapers read their robot's card; `schedwifi_fixed`,
-    /// `coorp_fixed` and `coorp_local_fixed` hold a fixed 2 ms ahead instead.
+    /// local half's agents and SchedWiFi's shapers read their robot's card (`coorp_local_fixed`,
+    /// `schedwifi_fixed`: a fixed 2 ms lead instead); `coorp_card`: COORP's agents read it too.
     #[arg(
         long,
         value_delimiter = ',',

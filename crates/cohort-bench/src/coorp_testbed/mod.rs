@@ -15,11 +15,12 @@
 //! **Systems.** `no_bh` (no training), `edca` (nothing added), and the Cohort systems as one
 //! `cohort coorp agent` process per node (`coorp`, `coorp_global` = mode `global`,
 //! `coorp_local` = mode `local`), control marked; unmarked control under `edca` and `coorp`
-//! (whose agents classify and mark it). The agents of the local half and SchedWiFi's shapers
-//! read their robot's card from the emulator's card file (`cohort_net::preempt::card`), as
-//! the simulator's layer sees the card's completions; `coorp_fixed`, `coorp_local_fixed` and
-//! `schedwifi_fixed` hold a fixed 2 ms ahead instead (the testbed's systems before they read
-//! the card). `ideal` runs the bulk with no control at all: seed 000
+//! (whose agents classify and mark it). The agents of the local half (`coorp_local`) and
+//! SchedWiFi's shapers read their robot's card from the emulator's card file
+//! (`cohort_net::preempt::card`), as the simulator's layer sees the card's completions;
+//! `coorp_local_fixed` and `schedwifi_fixed` hold a fixed 2 ms ahead instead (as they did
+//! before). COORP's agents keep the fixed lead (the token keeps one robot's bulk on the
+//! channel); `coorp_card` has them read the card too. `cohort_bulk_local` keeps the fixed lead. `ideal` runs the bulk with no control at all: seed 000
 //! Table II's "bytes per second when MPC was disabled", the denominator of `bh_utilization`
 //! (as `crate::coorp` defines it for the simulator). Systems alternate within each repetition.
 //!
@@ -58,10 +59,11 @@ pub enum TbSystem {
     SchedWifi,
     /// SchedWiFi with the shaper's fixed 2 ms lead (it does not read the card).
     SchedWifiFixed,
-    /// Both halves; the agents read their card.
+    /// Both halves, with the fixed 2 ms lead.
     Coorp,
-    /// Both halves with the fixed 2 ms lead.
-    CoorpFixed,
+    /// Both halves; the agents read their card (it costs the token holder utilization and
+    /// protects no better: see the README).
+    CoorpCard,
     CoorpGlobal,
     /// The local half: the agents read their card (Algorithm 2's drain time before a window).
     CoorpLocal,
@@ -83,7 +85,7 @@ impl TbSystem {
         TbSystem::SchedWifi,
         TbSystem::SchedWifiFixed,
         TbSystem::Coorp,
-        TbSystem::CoorpFixed,
+        TbSystem::CoorpCard,
         TbSystem::CoorpGlobal,
         TbSystem::CoorpLocal,
         TbSystem::CoorpLocalFixed,
@@ -113,7 +115,7 @@ impl TbSystem {
             TbSystem::SchedWifi => "schedwifi",
             TbSystem::SchedWifiFixed => "schedwifi_fixed",
             TbSystem::Coorp => "coorp",
-            TbSystem::CoorpFixed => "coorp_fixed",
+            TbSystem::CoorpCard => "coorp_card",
             TbSystem::CoorpGlobal => "coorp_global",
             TbSystem::CoorpLocal => "coorp_local",
             TbSystem::CoorpLocalFixed => "coorp_local_fixed",
@@ -130,7 +132,7 @@ impl TbSystem {
     /// The agent this system runs in every node, if any.
     pub fn agent(self) -> Option<AgentMode> {
         match self {
-            TbSystem::Coorp | TbSystem::CoorpFixed => Some(AgentMode::Coorp),
+            TbSystem::Coorp | TbSystem::CoorpCard => Some(AgentMode::Coorp),
             TbSystem::CoorpGlobal => Some(AgentMode::Global),
             TbSystem::CoorpLocal | TbSystem::CoorpLocalFixed | TbSystem::CohortBulkLocal => Some(AgentMode::Local),
             TbSystem::CohortBulk => Some(AgentMode::Coorp),
@@ -143,9 +145,10 @@ impl TbSystem {
         matches!(self, TbSystem::SchedWifi | TbSystem::SchedWifiFixed)
     }
 
-    /// Whether its agents or shapers read the robots' cards (the emulator's card file).
+    /// Whether its agents or shapers read the robots' cards (the emulator's card file): the
+    /// systems that act at the host alone (the local half, SchedWiFi), and `coorp_card`.
     pub fn reads_card(self) -> bool {
-        !matches!(self, TbSystem::SchedWifiFixed | TbSystem::CoorpFixed | TbSystem::CoorpLocalFixed)
+        matches!(self, TbSystem::SchedWifi | TbSystem::CoorpLocal | TbSystem::CoorpCard)
     }
 
     /// Whether the training's bulk asks the agents for permits (`cohort bulk`).

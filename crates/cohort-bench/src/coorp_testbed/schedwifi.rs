@@ -155,10 +155,7 @@ fn shape(
     let planned_lead = if card.is_some() { Duration::ZERO } else { LEAD };
     for k in 0u32.. {
         for (block, release) in schedule.holds(t0 + period * k, planned_lead) {
-            // A hold the card asks for at once (its drain time already reaches the block) was
-            // never planned ahead, so it cannot be late.
-            let mut planned_ahead = card.is_none();
-            let (hold, lead) = loop {
+            let (hold, lead, decided) = loop {
                 let now = Instant::now();
                 if stop.load(Ordering::Relaxed) {
                     return Ok(c);
@@ -180,15 +177,17 @@ fn shape(
                 };
                 let hold = block.checked_sub(lead).unwrap_or(block);
                 if now >= hold {
-                    break (hold, lead);
+                    break (hold, lead, now);
                 }
-                planned_ahead = true;
                 let wake = if card.is_some() { hold.min(next_read) } else { hold };
                 std::thread::sleep((wake - now).min(Duration::from_millis(100)));
             };
             gate.hold().map_err(|e| format!("SchedWiFi hold: {e}"))?;
             c.holds += 1;
-            if planned_ahead && Instant::now() > hold + Duration::from_millis(1) {
+            // Late: more than 1 ms after its planned time, or, read from the card (which decides
+            // at a reading, not ahead), more than 1 ms after the reading that decided it.
+            let due = if card.is_some() { decided } else { hold };
+            if Instant::now() > due + Duration::from_millis(1) {
                 c.late_holds += 1;
             }
             if lead > LEAD {
