@@ -19,7 +19,7 @@
 
 use super::workload::Endpoint;
 use cohort_net::preempt::{BulkGate, CardProbe, GateConfig};
-use cohort_proto::preempt::agent::{AgentConfig, CardEstimate, CardReading};
+use cohort_proto::preempt::agent::{AgentConfig, CardEstimate};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -166,11 +166,7 @@ fn shape(
                         if now >= next_read {
                             next_read = now + every;
                             let l = p.read().map_err(|e| format!("SchedWiFi card: {e}"))?;
-                            let r = CardReading { pending_bytes: l.pending_bytes, sent_bytes: l.sent_bytes };
-                            match est.as_mut() {
-                                Some(e) => e.update(r, at(now)),
-                                None => est = Some(CardEstimate::new(r, at(now))),
-                            }
+                            CardEstimate::observe(&mut est, l.into(), at(now));
                         }
                         est.and_then(|e| e.lead(0.0, every)).unwrap_or(LEAD)
                     }

@@ -25,7 +25,7 @@ use super::marker::{Marker, MarkerError};
 use super::observer::{Observer, ObserverStats};
 use crate::Secure;
 use cohort_proto::Dest;
-use cohort_proto::preempt::agent::{Action, Agent, AgentConfig, AgentStats, CardReading, Flow, Marking, Override};
+use cohort_proto::preempt::agent::{Action, Agent, AgentConfig, AgentStats, Flow, Marking, Override};
 use cohort_proto::preempt::client::ClientState;
 use cohort_wire::frame::{TeamKey, kind};
 use std::io;
@@ -391,7 +391,7 @@ pub fn run(
         {
             next_card = now + opts.config.card_every;
             match probe.read() {
-                Ok(l) => agent.on_card(now, CardReading { pending_bytes: l.pending_bytes, sent_bytes: l.sent_bytes }),
+                Ok(l) => agent.on_card(now, l.into()),
                 Err(e) => {
                     kernel_errors += 1;
                     tracing::warn!(%e, "agent: reading the card");

@@ -44,6 +44,12 @@ pub struct CardLoad {
     pub sent_frames: u64,
 }
 
+impl From<CardLoad> for cohort_proto::preempt::agent::CardReading {
+    fn from(l: CardLoad) -> Self {
+        cohort_proto::preempt::agent::CardReading { pending_bytes: l.pending_bytes, sent_bytes: l.sent_bytes }
+    }
+}
+
 /// Why a card file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CardError {

@@ -335,6 +335,8 @@ const CARD_STALE: Duration = Duration::from_millis(100);
 /// The drain rate is sampled over this much busy time (the card completes an aggregate at a
 /// time, so shorter samples see bursts and gaps instead of a rate).
 const DRAIN_SAMPLE: Duration = Duration::from_millis(4);
+/// The longest the bulk is held ahead of a window for the card to drain.
+const MAX_CARD_LEAD: Duration = Duration::from_millis(200);
 
 /// The card's load and rates, from the runtime's readings.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -355,6 +357,15 @@ pub struct CardEstimate {
 impl CardEstimate {
     pub fn new(r: CardReading, now: Instant) -> Self {
         CardEstimate { last: r, at: now, drain_bps: None, fill_bps: 0.0, busy_bytes: 0, busy_time: Duration::ZERO }
+    }
+
+    /// Takes the reading `r` made at `now` into `slot`, starting an estimate there if it holds
+    /// none yet.
+    pub fn observe(slot: &mut Option<CardEstimate>, r: CardReading, now: Instant) {
+        match slot {
+            Some(c) => c.update(r, now),
+            None => *slot = Some(CardEstimate::new(r, now)),
+        }
     }
 
     /// Takes the reading `r` made at `now`.
@@ -390,9 +401,6 @@ impl CardEstimate {
         Some(Duration::from_secs_f64((excess.max(0.0) / drain.max(1.0)).min(MAX_CARD_LEAD.as_secs_f64())))
     }
 }
-
-/// The longest the bulk is held ahead of a window for the card to drain.
-const MAX_CARD_LEAD: Duration = Duration::from_millis(200);
 
 /// Why the gate is held now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -584,10 +592,7 @@ impl Agent {
     /// The robot's card holds `r` now (read from the driver's counters or the emulator's).
     pub fn on_card(&mut self, now: Instant, r: CardReading) {
         self.stats.card_readings += 1;
-        match self.card.as_mut() {
-            Some(c) => c.update(r, now),
-            None => self.card = Some(CardEstimate::new(r, now)),
-        }
+        CardEstimate::observe(&mut self.card, r, now);
         self.update_gate(now);
     }
 
@@ -898,9 +903,8 @@ impl Agent {
     }
 
     fn update_gate(&mut self, now: Instant) {
-        let window = self.window_hold(now);
-        if window.is_some() && self.window_latch != window {
-            self.window_latch = window;
+        if let Some(end) = self.window_hold(now) {
+            self.window_latch = Some(end);
         }
         let cause = self.hold_cause(now);
         match (self.held, cause) {
