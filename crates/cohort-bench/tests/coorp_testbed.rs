@@ -65,24 +65,32 @@ fn no_bh_runs_its_loops_without_training() {
 fn schedwifi_holds_every_robots_bulk_in_every_loop_and_completes_its_epochs() {
     let Some((_one, p, ch)) = two_workers() else { return };
     let wl = two_short_epochs(10.0);
-    let r = run_system(&p, &ch, "shared_tx", TbSystem::SchedWifi, true, &wl, 50.0, 0).unwrap_or_else(|e| panic!("{e}"));
-    let o = &r.outcome;
-    assert_eq!(o.epoch_s.len(), 2, "the bulk still gets through between the windows: {o:?}");
-    assert_eq!(o.loops, o.reaction_ms.len() + o.incomplete);
-    // One hold per loop per robot (the two blocks merge: 2 ms inference is within the 2 ms
-    // lead), three robots, over the whole run (warm-up included).
-    let loops_run = (o.run_s * 30.0) as u64;
-    assert!(o.shaper_holds >= 3 * (loops_run / 2), "holds {} in {} loops", o.shaper_holds, loops_run);
-    assert!(o.shaper_holds <= 3 * (loops_run + 2), "holds {} in {} loops", o.shaper_holds, loops_run);
-    // Each perception left in its own window: worker 2's not before worker 1's window ends,
-    // so no loop reacts before both windows and the inference have passed.
-    let sc = cohort_bench::coorp_testbed::schedwifi::StSchedule::new(
-        2,
-        wl.perception_bytes,
-        wl.action_bytes,
-        std::time::Duration::from_millis(2),
-        ch.data_mbps,
-    );
-    let floor_ms = sc.action_at[1].as_secs_f64() * 1e3;
-    assert!(o.reaction_ms.iter().all(|&ms| ms >= floor_ms), "floor {floor_ms} ms: {:?}", o.reaction_ms);
+    for system in [TbSystem::SchedWifiFixed, TbSystem::SchedWifi] {
+        let r = run_system(&p, &ch, "shared_tx", system, true, &wl, 50.0, 0).unwrap_or_else(|e| panic!("{e}"));
+        let o = &r.outcome;
+        assert_eq!(o.epoch_s.len(), 2, "{system:?}: the bulk still gets through between the windows: {o:?}");
+        assert_eq!(o.loops, o.reaction_ms.len() + o.incomplete);
+        // One hold per loop per robot with the fixed lead (the two blocks merge: 2 ms inference
+        // is within the 2 ms lead), at most two reading the card (each block is held from its
+        // own drain time), three robots, over the whole run (warm-up included).
+        let loops_run = (o.run_s * 30.0) as u64;
+        let per_loop = if system.reads_card() { 2 } else { 1 };
+        let holds = o.shaper_holds;
+        assert!(holds >= 3 * (loops_run / 2), "{system:?}: holds {holds} in {loops_run} loops");
+        assert!(holds <= 3 * per_loop * (loops_run + 2), "{system:?}: holds {holds} in {loops_run} loops");
+        if !system.reads_card() {
+            assert_eq!(o.shaper_card_early_holds, 0);
+        }
+        // Each perception left in its own window: worker 2's not before worker 1's window ends,
+        // so no loop reacts before both windows and the inference have passed.
+        let sc = cohort_bench::coorp_testbed::schedwifi::StSchedule::new(
+            2,
+            wl.perception_bytes,
+            wl.action_bytes,
+            std::time::Duration::from_millis(2),
+            ch.data_mbps,
+        );
+        let floor_ms = sc.action_at[1].as_secs_f64() * 1e3;
+        assert!(o.reaction_ms.iter().all(|&ms| ms >= floor_ms), "floor {floor_ms} ms: {:?}", o.reaction_ms);
+    }
 }
