@@ -267,6 +267,12 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
         ModeArg::Local => Mode::Local,
         ModeArg::Mark => Mode::Mark,
     };
+    if a.card.is_some() && !mode.local() {
+        return Err(CoorpError::Args(format!(
+            "--card sets how long before each protection window the bulk is held; --mode {} holds none (use coorp or local)",
+            mode.name()
+        )));
+    }
     let defaults = AgentConfig::default();
     let overrides = a
         .ls_ports

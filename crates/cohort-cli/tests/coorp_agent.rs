@@ -71,6 +71,10 @@ fn a_second_agent_on_the_device_and_a_short_secret_are_refused() {
     }
     let bad = pair.agent(&["--mode", "local", "--card", "nocolon"], &status).output().unwrap();
     assert!(String::from_utf8_lossy(&bad.stderr).contains("PATH:STATION"), "{bad:?}");
+    let card = format!("{}:0", dir.join("card").display());
+    let unused = pair.agent(&["--mode", "global", "--card", &card], &status).output().unwrap();
+    assert!(!unused.status.success());
+    assert!(String::from_utf8_lossy(&unused.stderr).contains("--mode global holds none"), "{unused:?}");
     let _ = std::fs::remove_dir_all(&dir);
     assert!(first.wait().unwrap().success());
     let _ = std::fs::remove_file(&status);
