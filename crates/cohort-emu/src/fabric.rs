@@ -731,11 +731,7 @@ mod tests {
 
     #[test]
     fn full_hardware_queue_refuses_and_counts() {
-        let s = TestbedScenario::parse(
-            "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = 2\nqdisc_packets = 0\n",
-        )
-        .unwrap();
-        let mut f = Fabric::new(&s).unwrap();
+        let mut f = two_stations(2, 0);
         let b = node_mac(Mode::Wifi, 1, 0);
         let t0 = Instant::from_millis(1);
         let results: Vec<_> = (0..4).map(|_| f.ingress(t0, 0, &eth(b, [0; 6], 0, 1500))).collect();
@@ -746,11 +742,7 @@ mod tests {
 
     #[test]
     fn the_qdisc_holds_what_the_hardware_queue_cannot_and_loses_nothing() {
-        let s = TestbedScenario::parse(
-            "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = 2\nqdisc_packets = 5\n",
-        )
-        .unwrap();
-        let mut f = Fabric::new(&s).unwrap();
+        let mut f = two_stations(2, 5);
         let b = node_mac(Mode::Wifi, 1, 0);
         let t0 = Instant::from_millis(1);
         // Lengths tell the frames apart: 2 go to the hardware queue, 5 wait, the 8th is refused.
@@ -771,11 +763,7 @@ mod tests {
 
     #[test]
     fn a_card_load_counts_what_was_accepted_until_it_is_sent_or_dropped() {
-        let s = TestbedScenario::parse(
-            "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = 2\nqdisc_packets = 3\n",
-        )
-        .unwrap();
-        let mut f = Fabric::new(&s).unwrap();
+        let mut f = two_stations(2, 3);
         assert_eq!(f.cards(), 2);
         let b = node_mac(Mode::Wifi, 1, 0);
         let t0 = Instant::from_millis(1);
@@ -803,6 +791,15 @@ mod tests {
             });
         }
         assert_eq!(last, CardLoad { pending_bytes: 0, pending_frames: 0, sent_bytes: accepted, sent_frames: 5 });
+    }
+
+    /// Two Wi-Fi stations with hardware queues of `depth` frames and qdiscs of `qdisc`.
+    fn two_stations(depth: usize, qdisc: usize) -> Fabric {
+        let s = TestbedScenario::parse(&format!(
+            "name = \"w\"\nmode = \"wifi\"\nnodes = [\"a\", \"b\"]\n[wifi]\nqueue_depth = {depth}\nqdisc_packets = {qdisc}\n"
+        ))
+        .unwrap();
+        Fabric::new(&s).unwrap()
     }
 
     fn two_nodes(link: &str) -> TestbedScenario {
