@@ -7,6 +7,12 @@ the wait returns (its condition's lock is held again there): a second SIGTERM a 
 the first, as a supervisor that signals a group and then each member sends, hung 36 of 300
 such processes in a test (and was why a bridge sometimes did not stop). Here the handler only
 records the signal and writes a byte to a pipe; the main thread waits on the pipe.
+
+The pipe is also the interpreter's wakeup fd (``signal.set_wakeup_fd``): a process-directed
+signal can be delivered to any thread that does not block it (the native threads of Zenoh or
+of Cohort's sockets), and then the main thread's ``select`` is not interrupted and the Python
+handler would run only when that wait ends on its own. Python's C-level handler writes to
+the wakeup fd from whichever thread took the signal, so the wait ends at once either way.
 """
 
 from __future__ import annotations
@@ -36,8 +42,8 @@ class StopSignals:
         self._r, self._w = os.pipe()
         os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)
-        for s in signals:
-            signal.signal(s, self._handle)
+        self._old_handlers = {s: signal.signal(s, self._handle) for s in signals}
+        self._old_wakeup = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if self.received is None:
@@ -67,3 +73,12 @@ class StopSignals:
         interpreter's exit, where Python puts handlers back to the default (an ignored signal
         stays ignored). A second SIGINT still reaches the handler."""
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def close(self) -> None:
+        """Puts back the handlers and the wakeup fd found at construction and closes the pipe
+        (for a caller that goes on after its stop, such as a test)."""
+        signal.set_wakeup_fd(self._old_wakeup)
+        for s, h in self._old_handlers.items():
+            signal.signal(s, h)
+        os.close(self._r)
+        os.close(self._w)

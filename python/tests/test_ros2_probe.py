@@ -20,6 +20,8 @@ from cohort.bridge.bench import loopback_pair_config
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(PYTHON_DIR), "COHORT_BENCH_SECRET": "ros2 probe test secret"}
+# Longer than a bridge may take to stop: close_timeout_s (10 s) plus the watchdog's 5 s.
+BRIDGE_STOP_S = 30
 
 
 def spawn(*args: str) -> subprocess.Popen[str]:
@@ -93,7 +95,17 @@ def test_a_ros2_topic_through_two_bridges_arrives_once_in_order(tmp_path: Path) 
     finally:
         for b in bridges:
             b.terminate()
-            b.wait(10)
+        # Each bridge stops within its own bound (close_timeout_s, 10 s by default, plus the
+        # watchdog's margin), exiting 0; reading its pipes meanwhile, so none blocks on them.
+        try:
+            ends = [b.communicate(timeout=BRIDGE_STOP_S) for b in bridges]
+        finally:
+            for b in bridges:
+                if b.poll() is None:
+                    b.kill()
+                    b.wait()
+    for b, (_, err) in zip(bridges, ends, strict=True):
+        assert b.returncode == 0, err
     assert (got["received"], got["missing"], got["duplicates"], got["out_of_order"]) == (100, 0, 0, 0)
 
 

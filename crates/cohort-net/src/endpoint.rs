@@ -32,6 +32,21 @@ pub(crate) fn closing_done(
     !can_send || conn.is_drained(now) || now >= since + lrt::MAX_CLOSING
 }
 
+/// When a driver's timer must next fire: the earliest of the key exchange's `keyx` (its
+/// next message 1) and the connection's deadlines, all of them (`poll_timeout`, the
+/// connection's or its multipath wrapper's) once the driver can send, else only the timers
+/// of the connection's own (`Connection::timer_deadline`): a transmission it cannot make
+/// yet would fire the timer again at once.
+pub(crate) fn deadline(
+    conn: &Connection,
+    poll_timeout: Option<cohort_time::Instant>,
+    keyx: Option<cohort_time::Instant>,
+    can_send: bool,
+) -> Option<cohort_time::Instant> {
+    let own = if can_send { poll_timeout } else { conn.timer_deadline() };
+    own.into_iter().chain(keyx).min()
+}
+
 /// The error of a wait the driver's end cut short.
 fn stopped<T: Driven>(i: &T) -> NetError {
     match i.conn().state() {
@@ -157,4 +172,23 @@ pub(crate) fn flush<T: Driven>(shared: &Shared<T>, timeout: Option<Duration>) ->
         matches!(c.state(), State::Closed(_)) || (c.send_queued_bytes() == 0 && c.unacked_symbols() == 0)
     })?;
     open_or_closed(shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cohort_time::Instant as T;
+
+    #[test]
+    fn a_driver_still_exchanging_keys_waits_for_the_next_message_1_not_for_the_hello() {
+        let cfg = lrt::Config::default();
+        let c = Connection::connect(cfg.clone(), 1, T::ZERO).unwrap();
+        let retry = T::ZERO + Duration::from_millis(100);
+        // The HELLO is due at once; the driver cannot send it before the session is up.
+        assert_eq!(c.poll_timeout(), Some(T::ZERO));
+        assert_eq!(deadline(&c, c.poll_timeout(), Some(retry), false), Some(retry));
+        assert_eq!(deadline(&c, c.poll_timeout(), None, false), Some(T::ZERO + cfg.handshake_timeout));
+        // Once it can send, the HELLO is what it waits for.
+        assert_eq!(deadline(&c, c.poll_timeout(), Some(retry), true), Some(T::ZERO));
+    }
 }

@@ -377,9 +377,8 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, sock: UdpSocket, timer: TimerFd
                 shared.notify();
                 return Ok(());
             }
-            let hs = g.keyx.poll_timeout();
-            let deadline = [g.conn.poll_timeout(), hs].into_iter().flatten().min().map(|t| shared.clock.to_std(t));
-            timer.set(deadline)?;
+            let deadline = crate::endpoint::deadline(&g.conn, g.conn.poll_timeout(), g.keyx.poll_timeout(), can_send);
+            timer.set(deadline.map(|t| shared.clock.to_std(t)))?;
         }
         shared.notify();
         crate::shared::wait_events(&mut poll, &mut events)?;

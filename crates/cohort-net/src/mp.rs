@@ -269,12 +269,12 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, socks: &[UdpSocket], timer: Tim
                 shared.notify();
                 return Ok(());
             }
-            let deadline = [g.conn.poll_timeout(), g.keyx.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min()
-                .map(|t| shared.clock.to_std(t));
-            timer.set(deadline)?;
+            // `transmit` sends once the session is up (a path with no peer address yet counts
+            // its packets as lost), so that is when the connection's own deadlines count.
+            let secure = g.keyx.secure().is_some();
+            let deadline =
+                crate::endpoint::deadline(g.conn.conn(), g.conn.poll_timeout(), g.keyx.poll_timeout(), secure);
+            timer.set(deadline.map(|t| shared.clock.to_std(t)))?;
         }
         shared.notify();
         crate::shared::wait_events(&mut poll, &mut events)?;

@@ -340,6 +340,31 @@ fn handshake_times_out_without_a_server() {
 }
 
 #[test]
+fn a_driver_that_cannot_send_yet_waits_for_the_timers_not_for_the_hello() {
+    let cfg = Config::default();
+    let t0 = Instant::ZERO + Duration::from_millis(5);
+    let mut c = Connection::connect(cfg.clone(), 7, t0).unwrap();
+    // Its HELLO is due at once: a driver that could send would send it now...
+    assert_eq!(c.poll_timeout(), Some(t0));
+    // ...but one whose key exchange is still running has only the handshake timeout to wait for.
+    assert_eq!(c.timer_deadline(), Some(t0 + cfg.handshake_timeout));
+    c.handle_timeout(t0 + cfg.handshake_timeout);
+    assert_eq!(c.state(), &State::Closed(CloseReason::HandshakeTimedOut));
+    // A server waiting for its first HELLO has nothing to time out.
+    let s = Connection::accept(cfg.clone(), t0).unwrap();
+    assert_eq!(s.timer_deadline(), None);
+    // An established connection times out when idle, whatever it has to send.
+    let mut p = Pair::new(cfg.clone(), clean(1), clean(1), 1);
+    p.drive_for(Duration::from_millis(50));
+    assert_eq!(p.a.state(), &State::Established);
+    let idle = p.a.timer_deadline().unwrap();
+    assert!(idle > p.now && idle <= p.now + cfg.idle_timeout, "{idle:?} at {:?}", p.now);
+    p.a.send(b"x").unwrap();
+    assert!(p.a.poll_timeout().unwrap() < idle);
+    assert_eq!(p.a.timer_deadline(), Some(idle));
+}
+
+#[test]
 fn mismatched_parameters_close_both_ends() {
     let mut p = Pair::new(Config::default(), clean(1), clean(1), 1);
     p.b = Connection::accept(Config { symbol_size: 1000, ..Config::default() }, Instant::ZERO).unwrap();

@@ -742,6 +742,23 @@ impl Connection {
         Some(t)
     }
 
+    /// When [`handle_timeout`](Self::handle_timeout) next has work of its own: the idle and
+    /// handshake timeouts and the end of the closing period, leaving out what only
+    /// `poll_transmit` acts on. A driver that cannot send yet (its session key exchange still
+    /// running, or no peer address) waits for this instead of [`poll_timeout`](Self::poll_timeout),
+    /// whose "send now" it could not honour: its timer would fire again at once, a busy loop
+    /// for the whole key exchange (a bridge reconnecting to a robot that is away spun 8
+    /// threads so, and stalled its own shutdown).
+    pub fn timer_deadline(&self) -> Option<Instant> {
+        if let State::Closed(_) = self.state {
+            return self.closing.map(|c| c.until);
+        }
+        let idle = (!self.awaiting_peer()).then(|| self.last_rx + self.cfg.idle_timeout);
+        let handshake = (self.state == State::Handshaking && self.role == Role::Client)
+            .then(|| self.created + self.cfg.handshake_timeout);
+        idle.into_iter().chain(handshake).min()
+    }
+
     /// Advances timers: idle and handshake timeouts end the connection, and the closing
     /// period ends.
     pub fn handle_timeout(&mut self, now: Instant) {
