@@ -103,7 +103,8 @@ pub fn start(
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<Result<ShaperCounters, String>>, String> {
     let cfg = GateConfig::new(dev, link_bps);
-    let card = card.map(|(p, st)| CardProbe::open(p, st)).transpose().map_err(|e| format!("SchedWiFi shaper: {e}"))?;
+    let mut card =
+        card.map(|(p, st)| CardProbe::open(p, st)).transpose().map_err(|e| format!("SchedWiFi shaper: {e}"))?;
     let ns = ep.ns.clone();
     let (installed_tx, installed) = std::sync::mpsc::channel::<Result<(), String>>();
     let h = std::thread::spawn(move || {
@@ -119,7 +120,7 @@ pub fn start(
             if let Some(p) = rt {
                 let _ = cohort_emu::emulator::set_fifo(p);
             }
-            Ok(shape(&mut gate, &schedule, t0, period, &stop, card.as_ref()))
+            Ok(shape(&mut gate, &schedule, t0, period, &stop, card.as_mut()))
         });
         shaped.map_err(|e| format!("SchedWiFi shaper in its namespace: {e}")).and_then(|r| r)
     });
@@ -144,7 +145,7 @@ fn shape(
     t0: Instant,
     period: Duration,
     stop: &AtomicBool,
-    card: Option<&CardProbe>,
+    mut card: Option<&mut CardProbe>,
 ) -> Result<ShaperCounters, String> {
     let every = AgentConfig::default().card_every;
     let base = Instant::now();
@@ -160,7 +161,7 @@ fn shape(
                 if stop.load(Ordering::Relaxed) {
                     return Ok(c);
                 }
-                let lead = match card {
+                let lead = match card.as_deref_mut() {
                     None => Duration::ZERO,
                     Some(p) => {
                         if now >= next_read {

@@ -251,7 +251,7 @@ pub fn run(
     mut status: impl FnMut(&AgentSnapshot),
 ) -> Result<AgentSnapshot, AgentError> {
     let key = TeamKey::derive(&opts.team_secret, opts.team_id).map_err(|e| AgentError::Config(e.to_string()))?;
-    let card = match &opts.card {
+    let mut card = match &opts.card {
         Some((path, station)) if opts.config.mode.local() => Some(CardProbe::open(path, *station)?),
         _ => None,
     };
@@ -304,6 +304,7 @@ pub fn run(
     let started = clock.now();
     let end = opts.duration.map(|d| started + d);
     let mut next_card = started;
+    let mut card_failing = false;
     let mut next_backlog = started;
     let mut next_status = started;
     let (mut sent, mut received, mut kernel_errors, mut backlog_packets) = (0u64, 0u64, 0u64, 0u64);
@@ -386,15 +387,21 @@ pub fn run(
                 }
             }
         }
-        if let Some(probe) = &card
+        if let Some(probe) = &mut card
             && now >= next_card
         {
             next_card = now + opts.config.card_every;
             match probe.read() {
-                Ok(l) => agent.on_card(now, l.into()),
+                Ok(l) => {
+                    card_failing = false;
+                    agent.on_card(now, l.into());
+                }
                 Err(e) => {
                     kernel_errors += 1;
-                    tracing::warn!(%e, "agent: reading the card");
+                    // Once per streak: a card file gone fails every reading (2000 a second).
+                    if !std::mem::replace(&mut card_failing, true) {
+                        tracing::warn!(%e, "agent: reading the card (the fixed lead until it reads again)");
+                    }
                 }
             }
         }

@@ -29,6 +29,10 @@ const RECORD_WORDS: usize = 8;
 /// A reader gives up on a record that stays torn this long (a writer that died mid-record);
 /// a writer merely preempted mid-record is waited for, yielding the CPU to it.
 const READ_PATIENCE: std::time::Duration = std::time::Duration::from_millis(20);
+/// How often a reader checks that its path still names the file it mapped: an emulator (or
+/// driver shim) restarted under a running agent publishes into a new file, and the old one's
+/// counters stand still.
+const REOPEN_CHECK: std::time::Duration = std::time::Duration::from_millis(100);
 /// Stations a file may hold (a bad header must not make a reader map gigabytes).
 pub const MAX_STATIONS: usize = 4096;
 
@@ -126,12 +130,22 @@ impl CardBoard {
     }
 }
 
-/// The reader of one station's record.
+/// The reader of one station's record. It follows its path: when the file there is replaced
+/// (its writer restarted), the next check maps the new one.
 #[derive(Debug)]
 pub struct CardProbe {
     map: MmapRaw,
     station: usize,
     path: PathBuf,
+    /// Device and inode of the mapped file.
+    id: (u64, u64),
+    checked: std::time::Instant,
+    reopened: u64,
+}
+
+fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
 }
 
 impl CardProbe {
@@ -140,7 +154,8 @@ impl CardProbe {
         let io = |source| CardError::Io { path: path.to_path_buf(), source };
         let not = |why| CardError::NotACardFile { path: path.to_path_buf(), why };
         let file = std::fs::File::open(path).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len() as usize;
+        let meta = file.metadata().map_err(io)?;
+        let len = meta.len() as usize;
         if len < HEADER_WORDS * 8 {
             return Err(not("shorter than its header"));
         }
@@ -159,15 +174,41 @@ impl CardProbe {
         if station >= stations {
             return Err(CardError::NoStation { path: path.to_path_buf(), station, stations });
         }
-        Ok(CardProbe { map, station, path: path.to_path_buf() })
+        let (id, checked) = (file_id(&meta), std::time::Instant::now());
+        Ok(CardProbe { map, station, path: path.to_path_buf(), id, checked, reopened: 0 })
     }
 
     pub fn station(&self) -> usize {
         self.station
     }
 
-    /// The station's load now.
-    pub fn read(&self) -> Result<CardLoad, CardError> {
+    /// Times the probe found its path naming a new file and mapped it.
+    pub fn reopened(&self) -> u64 {
+        self.reopened
+    }
+
+    /// The station's load now. At most every `REOPEN_CHECK` it also checks that its path
+    /// still names the mapped file, and maps the new one if not; a path that names no card
+    /// file any more (its writer gone) is an error, the old file's frozen counters never a
+    /// reading.
+    pub fn read(&mut self) -> Result<CardLoad, CardError> {
+        if self.checked.elapsed() >= REOPEN_CHECK {
+            self.follow_path()?;
+        }
+        self.read_record()
+    }
+
+    fn follow_path(&mut self) -> Result<(), CardError> {
+        let meta = std::fs::metadata(&self.path).map_err(|source| CardError::Io { path: self.path.clone(), source })?;
+        if file_id(&meta) != self.id {
+            let fresh = CardProbe::open(&self.path, self.station)?;
+            *self = CardProbe { reopened: self.reopened + 1, ..fresh };
+        }
+        self.checked = std::time::Instant::now();
+        Ok(())
+    }
+
+    fn read_record(&self) -> Result<CardLoad, CardError> {
         let r = &words(&self.map)[HEADER_WORDS + self.station * RECORD_WORDS..][..RECORD_WORDS];
         let mut started = None;
         for tries in 1u64.. {
@@ -213,7 +254,7 @@ mod tests {
     fn a_probe_reads_what_the_board_published_for_its_station_only() {
         let path = dir().join("card");
         let board = CardBoard::create(&path, 3).unwrap();
-        let probe = CardProbe::open(&path, 1).unwrap();
+        let mut probe = CardProbe::open(&path, 1).unwrap();
         assert_eq!(probe.read().unwrap(), CardLoad::default());
         let load = CardLoad { pending_bytes: 9000, pending_frames: 6, sent_bytes: 150_000, sent_frames: 100 };
         board.publish(1, load);
@@ -249,6 +290,7 @@ mod tests {
         let path = dir().join("card-race");
         let board = CardBoard::create(&path, 1).unwrap();
         let probe = CardProbe::open(&path, 0).unwrap();
+        let probe = std::sync::Mutex::new(probe);
         let done = std::sync::atomic::AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -265,7 +307,7 @@ mod tests {
             while !done.load(Ordering::Relaxed) {
                 // A writer preempted mid-record for longer than the reader's patience (a loaded
                 // machine) makes a read fail; what matters is that no read returns a torn record.
-                let Ok(l) = probe.read() else { continue };
+                let Ok(l) = probe.lock().unwrap().read() else { continue };
                 assert!(
                     l.pending_bytes == l.pending_frames
                         && l.sent_bytes == l.sent_frames
@@ -277,6 +319,31 @@ mod tests {
             }
             assert!(reads > 0);
         });
-        assert_eq!(probe.read().unwrap().sent_frames, 199_999);
+        assert_eq!(probe.lock().unwrap().read().unwrap().sent_frames, 199_999);
+    }
+
+    #[test]
+    fn a_probe_follows_its_path_to_a_restarted_writer_and_says_when_it_is_gone() {
+        let path = dir().join("card-restart");
+        let old = CardBoard::create(&path, 2).unwrap();
+        let mut probe = CardProbe::open(&path, 1).unwrap();
+        let first = CardLoad { pending_bytes: 10, pending_frames: 1, sent_bytes: 0, sent_frames: 0 };
+        old.publish(1, first);
+        assert_eq!(probe.read().unwrap(), first);
+        // The writer restarts: a new file under the same name; the old one's counters stand still.
+        let new = CardBoard::create(&path, 2).unwrap();
+        let second = CardLoad { pending_bytes: 3000, pending_frames: 2, sent_bytes: 1500, sent_frames: 1 };
+        new.publish(1, second);
+        std::thread::sleep(REOPEN_CHECK + REOPEN_CHECK / 2);
+        assert_eq!(probe.read().unwrap(), second);
+        assert_eq!(probe.reopened(), 1);
+        // The writer is gone and its file with it: an error, not the frozen counters.
+        std::fs::remove_file(&path).unwrap();
+        std::thread::sleep(REOPEN_CHECK + REOPEN_CHECK / 2);
+        assert!(matches!(probe.read(), Err(CardError::Io { .. })));
+        // A file that is no card file any more is refused with the reason.
+        std::fs::write(&path, [0u8; 200]).unwrap();
+        assert!(matches!(probe.read(), Err(CardError::NotACardFile { .. })));
+        drop((old, new));
     }
 }
