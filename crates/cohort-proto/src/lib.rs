@@ -24,3 +24,5 @@ pub struct Transmit {
     /// Bytes written at the front of the buffer.
     pub len: usize,
 }
+#[cfg(test)]
+mod spin;

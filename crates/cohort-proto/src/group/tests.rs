@@ -149,9 +149,11 @@ impl Team {
     fn run_for(&mut self, d: Duration) {
         let limit = self.now + d;
         let mut n = 0;
+        let mut spin = crate::spin::SpinGuard::new(self.now);
         while self.step(limit) {
             n += 1;
             assert!(n < 2_000_000, "runaway at {:?}", self.now);
+            spin.step(self.now, || format!("{} members", self.members.len()));
         }
     }
 

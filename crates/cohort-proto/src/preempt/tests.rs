@@ -396,9 +396,11 @@ impl Team {
     pub fn run_for(&mut self, d: Duration) {
         let limit = self.now + d;
         let mut n = 0u64;
+        let mut spin = crate::spin::SpinGuard::new(self.now);
         while self.step(limit) {
             n += 1;
             assert!(n < 5_000_000, "runaway at {:?}", self.now);
+            spin.step(self.now, || format!("{:?}", &self.events[self.events.len().saturating_sub(10)..]));
         }
     }
 
