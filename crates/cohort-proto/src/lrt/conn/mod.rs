@@ -747,8 +747,8 @@ impl Connection {
     /// `poll_transmit` acts on. A driver that cannot send yet (its session key exchange still
     /// running, or no peer address) waits for this instead of [`poll_timeout`](Self::poll_timeout),
     /// whose "send now" it could not honour: its timer would fire again at once, a busy loop
-    /// for the whole key exchange (a bridge reconnecting to a robot that is away spun 8
-    /// threads so, and stalled its own shutdown).
+    /// for the whole key exchange (a bridge reconnecting to a robot that was away kept 8
+    /// threads spinning so, about 1.5 cores).
     pub fn timer_deadline(&self) -> Option<Instant> {
         if let State::Closed(_) = self.state {
             return self.closing.map(|c| c.until);
