@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -141,6 +142,36 @@ def test_ctrl_c_interrupts_a_recv_that_waits_forever() -> None:
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert p.stdout is not None and p.stdout.readline() == "waiting\n"
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=WAIT)
+    finally:
+        p.kill()
+        p.wait()
+    assert p.returncode != 0
+    assert "KeyboardInterrupt" in err
+
+
+SILENT_PEER = (
+    "import socket, cohort\n"
+    "silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+    "silent.bind(('127.0.0.1', 0))\n"
+    "peer = '127.0.0.1:%d' % silent.getsockname()[1]\n"
+    "keys = dict(secret=b'k' * 32, team=1, sender_id=1, handshake_timeout=300)\n"
+    "print('connecting', flush=True)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "connect",
+    ["cohort.LrtSocket.connect(peer, **keys)", "cohort.MpLrtSocket.connect([('127.0.0.1:0', peer)], **keys)"],
+)
+def test_ctrl_c_interrupts_a_connect_to_a_peer_that_never_answers(connect: str) -> None:
+    p = subprocess.Popen(
+        [sys.executable, "-c", SILENT_PEER + connect + "\n"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline() == "connecting\n"
+        time.sleep(0.5)  # inside the handshake, which would last 300 s
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=WAIT)
     finally:

@@ -239,6 +239,15 @@ impl LrtSocket {
 
     /// Connects to `peer` and waits for the handshake to finish.
     pub fn connect(peer: SocketAddr, cfg: SocketConfig) -> Result<Self, NetError> {
+        let s = Self::start_connect(peer, cfg)?;
+        s.wait_connected(None)?;
+        Ok(s)
+    }
+
+    /// As [`connect`](Self::connect), but returns as soon as the handshake has begun;
+    /// [`wait_connected`](Self::wait_connected) waits for it (a caller that must stay
+    /// interruptible waits in slices, as the Python binding does for Ctrl-C).
+    pub fn start_connect(peer: SocketAddr, cfg: SocketConfig) -> Result<Self, NetError> {
         let any: SocketAddr = if peer.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }
             .parse()
             .map_err(|_| NetError::Config("address".into()))?;
@@ -248,9 +257,7 @@ impl LrtSocket {
         let conn_id = cohort_wire::frame::random_epoch()?;
         let conn =
             Connection::connect(cfg.lrt.clone(), conn_id, clock_now).map_err(|e| NetError::Config(e.to_string()))?;
-        let s = Self::start(sock, conn, &cfg, Some(peer))?;
-        s.wait_connected(None)?;
-        Ok(s)
+        Self::start(sock, conn, &cfg, Some(peer))
     }
 
     /// Binds `addr` and returns at once; a peer's HELLO will connect it (see

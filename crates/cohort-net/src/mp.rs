@@ -126,14 +126,24 @@ impl MpLrtSocket {
     /// Connects over `paths` (local address, peer address each; path 0 carries the key
     /// exchange) and waits for the handshake.
     pub fn connect(paths: &[(SocketAddr, SocketAddr)], cfg: SocketConfig, mp: MpConfig) -> Result<Self, NetError> {
+        let s = Self::start_connect(paths, cfg, mp)?;
+        s.wait_connected(None)?;
+        Ok(s)
+    }
+
+    /// As [`connect`](Self::connect), but returns as soon as the handshake has begun;
+    /// [`wait_connected`](Self::wait_connected) waits for it.
+    pub fn start_connect(
+        paths: &[(SocketAddr, SocketAddr)],
+        cfg: SocketConfig,
+        mp: MpConfig,
+    ) -> Result<Self, NetError> {
         let socks = paths.iter().map(|(l, _)| bind(*l, &cfg)).collect::<Result<Vec<_>, _>>()?;
         let conn_id = cohort_wire::frame::random_epoch()?;
         let conn = Connection::connect(cfg.lrt.clone(), conn_id, cohort_time::Instant::ZERO)
             .map_err(|e| NetError::Config(e.to_string()))?;
         let peers = paths.iter().map(|(_, p)| Some(*p)).collect();
-        let s = Self::start(socks, conn, &cfg, mp, peers)?;
-        s.wait_connected(None)?;
-        Ok(s)
+        Self::start(socks, conn, &cfg, mp, peers)
     }
 
     /// Binds `locals` (path `i` on address `i`) and returns at once; a peer's key exchange on

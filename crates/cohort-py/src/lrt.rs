@@ -114,8 +114,11 @@ coded_pymethods!(PyLrtSocket {
         let addr = errors::address(addr)?;
         let o = Options { dscp, priority, handshake_timeout, idle_timeout, rate_mbps, estimate_rate };
         let cfg = config(&secret, team, sender_id, o)?;
-        let s = py.detach(|| LrtSocket::connect(addr, cfg)).map_err(net)?;
-        Ok(Self::new(s))
+        // The handshake is waited for in slices, so Ctrl-C ends a connect to a robot that
+        // does not answer (the socket is dropped with the exception).
+        let s = Self::new(py.detach(|| LrtSocket::start_connect(addr, cfg)).map_err(net)?);
+        s.held.wait_connected(py, None)?;
+        Ok(s)
     }
 
     /// Counters so far.

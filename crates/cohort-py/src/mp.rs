@@ -66,8 +66,10 @@ coded_pymethods!(PyMpLrtSocket {
             .collect::<Result<Vec<_>, Error>>()?;
         let o = Options { dscp, priority, handshake_timeout, idle_timeout, rate_mbps, estimate_rate };
         let (cfg, mp) = (config(&secret, team, sender_id, o)?, mp_config(scheduler, tau_ms, super_arm)?);
-        let s = py.detach(|| MpLrtSocket::connect(&paths, cfg, mp)).map_err(net)?;
-        Ok(Self::new(s))
+        // As `LrtSocket.connect`: waited for in slices, so Ctrl-C ends it.
+        let s = Self::new(py.detach(|| MpLrtSocket::start_connect(&paths, cfg, mp)).map_err(net)?);
+        s.held.wait_connected(py, None)?;
+        Ok(s)
     }
 
     #[staticmethod]
