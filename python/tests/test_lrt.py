@@ -132,16 +132,13 @@ def test_blocking_recv_releases_the_gil(pair: tuple[LrtSocket, LrtSocket]) -> No
     assert total > 0
 
 
-def test_ctrl_c_interrupts_a_recv_that_waits_forever() -> None:
-    code = (
-        "import cohort\n"
-        "s = cohort.LrtSocket.listen('127.0.0.1:0', secret=b'k' * 32, team=1, sender_id=1)\n"
-        "print('waiting', flush=True)\n"
-        "s.recv()\n"
-    )
+def assert_ctrl_c_ends(code: str, settle_s: float = 0.0) -> None:
+    """Runs ``code`` in a child Python, which prints ``ready`` just before its blocking call;
+    ``settle_s`` later, SIGINT must end it with ``KeyboardInterrupt`` within WAIT seconds."""
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        assert p.stdout is not None and p.stdout.readline() == "waiting\n"
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
+        time.sleep(settle_s)
         p.send_signal(signal.SIGINT)
         _, err = p.communicate(timeout=WAIT)
     finally:
@@ -149,6 +146,15 @@ def test_ctrl_c_interrupts_a_recv_that_waits_forever() -> None:
         p.wait()
     assert p.returncode != 0
     assert "KeyboardInterrupt" in err
+
+
+def test_ctrl_c_interrupts_a_recv_that_waits_forever() -> None:
+    assert_ctrl_c_ends(
+        "import cohort\n"
+        "s = cohort.LrtSocket.listen('127.0.0.1:0', secret=b'k' * 32, team=1, sender_id=1)\n"
+        "print('ready', flush=True)\n"
+        "s.recv()\n"
+    )
 
 
 SILENT_PEER = (
@@ -157,7 +163,7 @@ SILENT_PEER = (
     "silent.bind(('127.0.0.1', 0))\n"
     "peer = '127.0.0.1:%d' % silent.getsockname()[1]\n"
     "keys = dict(secret=b'k' * 32, team=1, sender_id=1, handshake_timeout=300)\n"
-    "print('connecting', flush=True)\n"
+    "print('ready', flush=True)\n"
 )
 
 
@@ -166,19 +172,8 @@ SILENT_PEER = (
     ["cohort.LrtSocket.connect(peer, **keys)", "cohort.MpLrtSocket.connect([('127.0.0.1:0', peer)], **keys)"],
 )
 def test_ctrl_c_interrupts_a_connect_to_a_peer_that_never_answers(connect: str) -> None:
-    p = subprocess.Popen(
-        [sys.executable, "-c", SILENT_PEER + connect + "\n"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert p.stdout is not None and p.stdout.readline() == "connecting\n"
-        time.sleep(0.5)  # inside the handshake, which would last 300 s
-        p.send_signal(signal.SIGINT)
-        _, err = p.communicate(timeout=WAIT)
-    finally:
-        p.kill()
-        p.wait()
-    assert p.returncode != 0
-    assert "KeyboardInterrupt" in err
+    # 0.5 s in, the child is inside the handshake, which would last 300 s.
+    assert_ctrl_c_ends(SILENT_PEER + connect + "\n", settle_s=0.5)
 
 
 def test_close_ends_a_blocked_recv_with_closed_error() -> None:
