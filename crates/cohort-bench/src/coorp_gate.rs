@@ -93,6 +93,8 @@ pub struct GateReport {
     /// One-way delay of the EF probes through the gate while held and while open, ms.
     pub probe_owd_ms_held: Spread,
     pub probe_owd_ms_open: Spread,
+    /// Probes sent during the cycles that never reached B (counted at B's socket, not from
+    /// the capture, which may drop frames of its own on a loaded machine).
     pub probes_lost: usize,
     /// Bulk goodput over the cycles, and with the gate open all along (the warm-up, after TCP's
     /// slow start); their ratio, against the share of each period the gate is open.
@@ -243,10 +245,14 @@ pub fn run(p: &GateParams) -> Result<GateReport, String> {
         packet_socket(ifindex)
     })
     .map_err(io)?;
-    let st = stop.clone();
+    // The capture and B's probe socket run on after the senders stop, until what was in flight
+    // has left A and arrived at B (`DRAIN`): a probe sent just before the end is not lost.
+    let drained = Arc::new(AtomicBool::new(false));
+    let st = drained.clone();
     let capturer = std::thread::spawn(move || capture(cap, st));
+    let st = drained.clone();
+    let prober_sink = std::thread::spawn(move || receive_probes(&sink, &st));
     let receiver = std::thread::spawn(move || {
-        let _sink = sink;
         if let Ok((mut s, _)) = listener.accept() {
             let mut buf = vec![0u8; 1 << 16];
             while matches!(s.read(&mut buf), Ok(n) if n > 0) {}
@@ -317,19 +323,40 @@ pub fn run(p: &GateParams) -> Result<GateReport, String> {
     });
     let _ = (uploader.join(), receiver.join());
     let sent = prober.join().map_err(|_| "probe thread panicked".to_string())?;
+    std::thread::sleep(DRAIN);
+    drained.store(true, Ordering::Relaxed);
     let cap = capturer.join().map_err(|_| "capture thread panicked".to_string())?;
+    let arrived = prober_sink.join().map_err(|_| "probe receiver panicked".to_string())?;
     if let Some(e) = err {
         return Err(e);
     }
-    let sent_probes = sent.iter().filter(|t| (t_start..t_end).contains(t)).count();
-    Ok(analyse(p, &cycles, &cap, sent_probes, netlink_us, (t_open, t_start, t_end)))
+    let in_span = |t: &&i64| (t_start..t_end).contains(*t);
+    let lost = sent.iter().filter(in_span).count().saturating_sub(arrived.iter().filter(in_span).count());
+    Ok(analyse(p, &cycles, &cap, lost, netlink_us, (t_open, t_start, t_end)))
+}
+
+/// How long the capture and B's probe socket go on after the senders stopped: far longer than
+/// a probe takes to cross the link once the gate is gone.
+const DRAIN: Duration = Duration::from_millis(300);
+
+/// The send stamps of the probes B receives, until `stop`.
+fn receive_probes(sink: &UdpSocket, stop: &AtomicBool) -> Vec<i64> {
+    let _ = sink.set_read_timeout(Some(Duration::from_millis(50)));
+    let mut got = Vec::new();
+    let mut buf = [0u8; 64];
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(8) = sink.recv(&mut buf) {
+            got.push(i64::from_be_bytes(buf[..8].try_into().unwrap_or_default()));
+        }
+    }
+    got
 }
 
 fn analyse(
     p: &GateParams,
     cycles: &[(i64, i64, i64)],
     cap: &Capture,
-    sent_probes: usize,
+    probes_lost: usize,
     netlink_us: Vec<f64>,
     (t_open, t0, t1): (i64, i64, i64),
 ) -> GateReport {
@@ -374,7 +401,7 @@ fn analyse(
         no_resume,
         netlink_us: Spread::of(netlink_us, 1),
         leaked_segments: leaked,
-        probes_lost: sent_probes.saturating_sub(owd_held.len() + owd_open.len()),
+        probes_lost,
         probe_owd_ms_held: Spread::of(owd_held, 3),
         probe_owd_ms_open: Spread::of(owd_open, 3),
         bulk_gap_us_open: Spread::of(gaps, 1),
