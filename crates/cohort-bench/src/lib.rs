@@ -31,3 +31,15 @@ pub mod rattan;
 pub mod stats;
 pub mod timer;
 pub mod transport;
+
+/// The README's and the guide's Rust examples, compiled and run as doctests (`cargo test
+/// --doc`): a block that stops compiling or running fails the tests. Blocks marked `no_run`
+/// (they need root or a robot's radio) are compiled only. `python/tests/test_docs.py` checks
+/// that every page with a Rust block is listed here.
+#[cfg(doctest)]
+mod docs {
+    #[doc = include_str!("../../../README.md")]
+    struct Readme;
+    #[doc = include_str!("../../../docs/rust.md")]
+    struct Rust;
+}

@@ -53,6 +53,8 @@ const ETHERNET_MTU: usize = 1500;
 /// Outcomes of requests and polls kept until their callers collect them; the oldest are
 /// dropped (and counted) beyond this, and their callers told [`GroupError::OutcomeDropped`].
 const OUTCOME_BACKLOG: usize = 1024;
+/// How long past an answer's slot a closing socket waits for its driver to send it.
+const LINGER_MARGIN: Duration = Duration::from_millis(20);
 
 /// How to open a [`GroupSocket`].
 #[derive(Debug, Clone)]
@@ -640,6 +642,13 @@ impl GroupSocket {
     }
 
     fn stop(&mut self) {
+        // Answers already made ready (a reply, a view acknowledgement) wait for their slot, at
+        // most (N - 1)·MsgT: linger until they are handed to the kernel, so a reply just before
+        // the socket closes reaches the coordinator instead of counting as a failure.
+        let due = self.shared.lock().member.answers_due().map(|t| self.shared.clock.to_std(t) + LINGER_MARGIN);
+        if due.is_some() {
+            let _ = self.shared.wait_until(due, |i| i.shutdown, |i| i.member.answers_due().is_none());
+        }
         self.shared.lock().shutdown = true;
         let _ = self.shared.waker.wake();
         if let Some(t) = self.thread.take() {
@@ -669,10 +678,11 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, io: &Io, timer: &TimerFd) -> Re
     loop {
         {
             let mut g = shared.lock();
-            if g.shutdown {
-                return Ok(());
-            }
             let now = shared.clock.now();
+            if g.shutdown {
+                // What the member has queued (a reply due at once) still goes out.
+                return transmit(&mut g, io, now, &mut plain, &mut wire);
+            }
             g.member.handle_timeout(now);
             g.route_events();
             transmit(&mut g, io, now, &mut plain, &mut wire)?;

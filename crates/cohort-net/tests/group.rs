@@ -107,6 +107,33 @@ fn async_request_reply_and_requests() {
     });
 }
 
+/// A member that closes its socket right after replying: the reply still reaches the
+/// coordinator, whether it was due at once (the first slot) or waited for its slot (the
+/// second, closed before the first member answered). Before, the socket's driver stopped
+/// with the reply unsent and the coordinator counted the member failed after `FaultDetectT`.
+#[test]
+fn a_reply_made_just_before_closing_is_not_lost() {
+    for round in 0..5 {
+        let port = free_port();
+        let mut g = open_static(&[1, 2, 3], port);
+        let third = g.pop().unwrap();
+        let second = g.pop().unwrap();
+        let coord = g.pop().unwrap();
+        let answering = std::thread::spawn(move || {
+            for m in [third, second] {
+                let r = m.next_request(WAIT).unwrap();
+                m.reply(r.id, &m.pid().to_be_bytes()).unwrap();
+                drop(Arc::into_inner(m).expect("the only handle"));
+            }
+        });
+        let r = coord.request_reply(&[2, 3], b"close after", Duration::from_millis(20), WAIT).unwrap();
+        answering.join().unwrap();
+        assert_eq!(r.failed, Vec::<u32>::new(), "round {round}");
+        let got: Vec<u32> = r.replies.keys().copied().collect();
+        assert_eq!(got, vec![2, 3], "round {round}");
+    }
+}
+
 #[test]
 fn join_leave_and_membership_events() {
     let port = free_port();

@@ -298,6 +298,16 @@ impl Member {
         next
     }
 
+    /// When the answers this process has made ready and not sent yet (a reply, a view
+    /// acknowledgement, each waiting for its slot) will have gone, if any wait: a socket that
+    /// closes lingers until then, so closing right after [`reply`](Self::reply) does not
+    /// turn the reply into a failure the coordinator must detect.
+    pub fn answers_due(&self) -> Option<Instant> {
+        let reply = self.incoming.as_ref().and_then(|i| i.slot.as_ref()).and_then(|s| s.deadline());
+        let ack = self.ack.as_ref().and_then(|a| a.slot.deadline());
+        reply.max(ack)
+    }
+
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
