@@ -9,6 +9,8 @@ mod bulk_cmd;
 mod coorp_cmd;
 mod demo;
 mod demo_lrt;
+#[cfg(test)]
+mod doc_commands;
 mod doctor;
 mod group_cmd;
 mod lrt_cmd;
