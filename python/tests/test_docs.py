@@ -99,3 +99,18 @@ def test_the_pages_have_blocks_of_each_kind() -> None:
     langs = [b[1] for b in ALL]
     assert langs.count("python") >= 5 and langs.count("rust") >= 5 and langs.count("sh") >= 5, langs
     assert sum(1 for b in ALL if b[1] == "sh" and "no_run" not in b[2]) >= 3
+
+
+def test_every_relative_link_resolves() -> None:
+    """Links between the pages, to charts and to files of the repository point at something
+    (links that leave the repository, such as ../shared/DESIGN.md, are not checked)."""
+    broken = []
+    for page in PAGES:
+        prose = BLOCK.sub("", page.read_text())
+        for target in re.findall(r"\]\(([^)\s]+)\)", prose):
+            if re.match(r"[a-z]+:", target) or target.startswith("#"):
+                continue
+            path = (page.parent / target.split("#")[0]).resolve()
+            if path.is_relative_to(ROOT) and not path.exists():
+                broken.append(f"{page.name}: {target}")
+    assert not broken, broken

@@ -47,7 +47,7 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 # (`data/grid_dense_selection.json`, seeds 100-199, every proposal charged: medians 10.5 at 1
 # and 6, 11 at 2 and 3; 6 had fewer seeds never within 5%), not on the table the comparison is
 # reported on (`data/grid_dense.json`, 3 repetitions per configuration). The replay does not show
-# TPE beating random search (see the README); this is a default, not a tuned optimum.
+# TPE beating random search (see docs/benchmarks.md); this is a default, not a tuned optimum.
 N_STARTUP = 6
 
 DEFAULT_ATTR = "default"  # trial user attribute: this trial is the default configuration

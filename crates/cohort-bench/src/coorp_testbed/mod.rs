@@ -62,7 +62,7 @@ pub enum TbSystem {
     /// Both halves, with the fixed 2 ms lead.
     Coorp,
     /// Both halves; the agents read their card (it costs the token holder utilization and
-    /// protects no better: see the README).
+    /// protects no better: see docs/benchmarks.md).
     CoorpCard,
     CoorpGlobal,
     /// The local half: the agents read their card (Algorithm 2's drain time before a window).
