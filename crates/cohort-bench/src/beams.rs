@@ -22,6 +22,7 @@
 //!    nothing (measured). Each repetition starts the team at another point of the drive
 //!    (seed-drawn); goodput and p99 message delay, paired ratios with 95% intervals.
 
+use crate::progress::{Plan, Step};
 use crate::stats::{mean_ci95, median, quantile, round, thin, time_reps};
 use cohort_medium::beams::alloc::{Greedy, Mapping, literal};
 use cohort_medium::beams::exact::optimum;
@@ -315,13 +316,17 @@ fn end_to_end(p: &BeamsParams, progress: &mut impl FnMut(&str)) -> Result<Value,
 }
 
 /// Runs the bench; the JSON report.
-pub fn run_bench(p: &BeamsParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+pub fn run_bench(p: &BeamsParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
     if p.instances == 0 || p.reps == 0 || !(p.mobility_s.is_finite() && p.mobility_s > 0.0 && p.mobility_s <= 3600.0) {
         return Err("instances and reps must be positive, mobility time in (0, 3600] s".into());
     }
+    // Instances by the hundred, the timing, three allocators per end-to-end repetition.
+    let mut plan = Plan::new(p.instances.div_ceil(100) as u64 + 1 + p.reps * 3, progress);
+    let mut progress = |what: &str| plan.begin(what);
     let inst = instances(p, &mut progress)?;
     let time = timing(p, &mut progress);
     let e2e = end_to_end(p, &mut progress)?;
+    plan.finish();
     let ratio_mean = inst["greedy_over_optimum"]["mean"].as_f64().unwrap_or(f64::NAN);
     let ratio_min = inst["greedy_over_optimum"]["min"].as_f64().unwrap_or(f64::NAN);
     let round_us = time["round_us_16x8x64"].as_f64().unwrap_or(f64::NAN);
@@ -370,7 +375,9 @@ mod tests {
     #[test]
     fn a_small_run_is_well_formed() {
         let p = BeamsParams { instances: 20, timing_ms: 1, reps: 1, mobility_s: 3.0, ..BeamsParams::default() };
-        let r = run_bench(&p, |_| {}).unwrap();
+        let mut steps = Vec::new();
+        let r = run_bench(&p, |s| steps.push((s.done, s.total))).unwrap();
+        crate::progress::assert_followed_plan(&steps);
         for k in [
             "greedy_over_optimum_mean",
             "greedy_over_optimum_min",

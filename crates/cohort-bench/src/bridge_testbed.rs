@@ -32,6 +32,7 @@
 //! answer in its own session) is a parameter, reported.
 
 use crate::proc::{Proc, python_module};
+use crate::progress::{Plan, Step};
 use crate::stats::{MeanCi, dist_ms, pool_runs, round};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use cohort_medium::wifi::phy::QOS_MAC_OVERHEAD_BYTES;
@@ -577,8 +578,11 @@ fn summary(runs: &[Value], p: &BridgeParams) -> Value {
 }
 
 /// Runs the bench; `progress` hears what it is doing.
-pub fn run(p: &BridgeParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+pub fn run(p: &BridgeParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
     p.check()?;
+    // Per repetition and system: start-up, then the measurement once the topic flows.
+    let mut plan = Plan::new((p.reps * p.systems.len() * 2) as u64, progress);
+    let mut progress = |what: &str| plan.begin(what);
     let team = Team::up(p)?;
     let mut runs = Vec::new();
     let mut run_no = 0;
@@ -595,6 +599,7 @@ pub fn run(p: &BridgeParams, mut progress: impl FnMut(&str)) -> Result<Value, St
         }
         runs.push(json!({ "systems": systems }));
     }
+    plan.finish();
     // The bridges' own reports (counters, membership changes) stay per run: averaged over
     // runs they would describe no process.
     let figures: Vec<Value> = runs

@@ -7,6 +7,7 @@
 //! 2.5-97.5% range of their throughputs, and `ratio_ranges` the range of each ratio those
 //! admit (numerator's low over denominator's high to high over low).
 
+use crate::progress::{Plan, Step};
 use crate::stats::{gbps, median, quantile, round, time_reps};
 use cohort_coding::gf256::Kernel;
 use cohort_coding::{CoderConfig, Decoder, Encoder, RepairInfo};
@@ -332,10 +333,13 @@ fn block_decode(p: &CodingParams, rng: &mut ChaCha8Rng) -> Timed {
 }
 
 /// Runs the coding benchmark.
-pub fn run(p: &CodingParams) -> CodingReport {
+pub fn run(p: &CodingParams, progress: impl FnMut(&Step)) -> CodingReport {
     let mut rng = ChaCha8Rng::seed_from_u64(p.seed);
     let mut kernels = BTreeMap::new();
+    // Each kernel, then encoding, decoding, the `rlnc` crate and the block decoder.
+    let mut plan = Plan::new(Kernel::available().len() as u64 + 4, progress);
     for k in Kernel::available() {
+        plan.begin(&format!("kernel {k}"));
         kernels.insert(k.to_string(), kernel_figures(k, p, &mut rng));
     }
     let best = Kernel::best();
@@ -345,13 +349,18 @@ pub fn run(p: &CodingParams) -> CodingReport {
     let data: Vec<Vec<u8>> = (0..p.symbols).map(|_| random_bytes(&mut rng, p.symbol_size)).collect();
     let trace = record(p, &data);
     let bytes = p.symbols as usize * p.symbol_size;
+    plan.begin("sliding-window encoder");
     let encode = Timed::of(bytes, time_reps(p.min_time, 3, || replay_encoder(p, &data, &trace)));
+    plan.begin("sliding-window decoder");
     let td = time_reps(p.min_time, 3, || {
         assert_eq!(replay_decoder(p, &trace), p.symbols, "replayed decoder released everything");
     });
     let decode = Timed::of(bytes, td);
+    plan.begin("the rlnc crate's decoder");
     let rlnc = rlnc_decode(p, &mut rng);
+    plan.begin("block decoder");
     let block = block_decode(p, &mut rng);
+    plan.finish();
     let (simd_over_scalar, simd_range) = simd.over(&scalar);
     let (decode_over_rlnc, decode_range) = decode.over(&rlnc);
     let (block_over_rlnc, block_range) = block.over(&rlnc);
@@ -401,7 +410,9 @@ mod tests {
     #[test]
     fn tiny_run_reports_every_figure() {
         let p = CodingParams { symbols: 300, min_time: Duration::from_millis(1), ..CodingParams::default() };
-        let r = run(&p);
+        let mut steps = Vec::new();
+        let r = run(&p, |s| steps.push((s.done, s.total)));
+        crate::progress::assert_followed_plan(&steps);
         assert_eq!(r.stream.released_in_order, 300);
         assert!(r.stream.packets_lost > 0 && r.stream.recovered > 0);
         let v = serde_json::to_value(&r).unwrap();

@@ -7,6 +7,7 @@
 //! bulk's throughput against the no-control ideal (`bh_utilization`, seed 000 Table II's
 //! "bytes per second when MPC was disabled"), and time per epoch against EDCA's.
 
+use crate::progress::{Plan, Step};
 use crate::stats::{mean, quantile, round, thin};
 use cohort_medium::wifi::{NicProfile, StationConfig};
 use cohort_proto::preempt::vpl::VplConfig;
@@ -178,8 +179,20 @@ pub fn max_robots_by_airtime(p: &CrlParams) -> usize {
     (1..10_000).take_while(|&w| reaction_floor_ms(p, w) <= p.boundary_ms).last().map_or(1, |w| w + 1)
 }
 
+/// The runs [`bench`] reports: per profile every system, then EDCA and COORP unmarked; the
+/// two sweeps (COORP and its local half); one COORP run per team size.
+fn steps(p: &CoorpParams) -> u64 {
+    let per_profile = p.reps * (System::ALL.len() as u64 + 2);
+    profiles().len() as u64 * per_profile + (P_PROT.len() + ALLOWANCES.len()) as u64 * p.reps * 2 + p.scale.len() as u64
+}
+
+const P_PROT: [f64; 5] = [0.5, 0.75, 0.9, 0.95, 0.99];
+const ALLOWANCES: [f64; 4] = [0.0, 16_384.0, 32_768.0, 65_535.0];
+
 /// Runs the bench. `progress` hears what runs.
-pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+pub fn bench(p: &CoorpParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
+    let mut plan = Plan::new(steps(p), progress);
+    let mut progress = |what: &str| plan.begin(what);
     let mut profiles_out = Map::new();
     let mut unmarked = Map::new();
     let mut ideals = std::collections::BTreeMap::new();
@@ -232,9 +245,8 @@ pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, S
         }
         Ok(out)
     };
-    let p_prot_sweep = sweep("p_prot", &[0.5, 0.75, 0.9, 0.95, 0.99], &|v, x| v.percentile = x)?;
-    let allowance_sweep =
-        sweep("allowance_bytes", &[0.0, 16_384.0, 32_768.0, 65_535.0], &|v, x| v.window_allowance_bytes = x as u32)?;
+    let p_prot_sweep = sweep("p_prot", &P_PROT, &|v, x| v.percentile = x)?;
+    let allowance_sweep = sweep("allowance_bytes", &ALLOWANCES, &|v, x| v.window_allowance_bytes = x as u32)?;
     // The sweep runs on `shared_tx`, the card seed 000 measured; its ideal bulk throughput is
     // the model's bandwidth `B`.
     let shared_tx = StationConfig { nic: NicProfile::mt76_usb(), ..StationConfig::default() };
@@ -270,6 +282,7 @@ pub fn bench(p: &CoorpParams, mut progress: impl FnMut(&str)) -> Result<Value, S
             ),
         }));
     }
+    plan.finish();
     Ok(json!({
         "bench": "coorp",
         "command": format!(
@@ -301,7 +314,9 @@ mod tests {
     #[test]
     fn a_tiny_run_reports_every_figure_the_issue_names() {
         let p = CoorpParams { reps: 1, epochs: 1, update_mb: 1.0, scale: vec![2], ..CoorpParams::default() };
-        let r = bench(&p, |_| {}).unwrap();
+        let mut steps = Vec::new();
+        let r = bench(&p, |s| steps.push((s.done, s.total))).unwrap();
+        crate::progress::assert_followed_plan(&steps);
         for profile in ["per_ac", "shared_tx"] {
             for system in ["edca", "schedwifi", "coorp", "coorp_global", "coorp_local", "no_bh"] {
                 let s = &r["profiles"][profile]["sim"][system];

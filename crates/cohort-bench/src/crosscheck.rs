@@ -18,6 +18,7 @@
 //! and what real time and real kernels add (`model` vs `testbed`).
 
 use crate::fidelity::{FRAME_OVERHEAD, recv_timestamped};
+use crate::progress::{Plan, Step};
 use crate::stats::{mean_ci95, quantile, round};
 use cohort_emu::fabric::{Fabric, classify, node_mac};
 use cohort_emu::scenario::Mode;
@@ -482,7 +483,8 @@ fn versus(
 
 /// The whole benchmark: per load, every repetition through every engine (alternating which
 /// runs first), then the comparison.
-pub fn run(p: &CrossParams) -> Result<CrossReport, String> {
+pub fn run(p: &CrossParams, progress: impl FnMut(&Step)) -> Result<CrossReport, String> {
+    let mut plan = Plan::new((p.loads.len() * p.reps.max(1) as usize * ENGINES.len()) as u64, progress);
     let mut loads = Vec::new();
     for &load in &p.loads {
         let mut runs: BTreeMap<&'static str, Vec<BTreeMap<&'static str, AcRun>>> = BTreeMap::new();
@@ -498,6 +500,7 @@ pub fn run(p: &CrossParams) -> Result<CrossReport, String> {
                 order.reverse();
             }
             for engine in order {
+                plan.begin(&format!("load {load}, repetition {} of {}: {engine}", rep + 1, p.reps.max(1)));
                 if skipped.contains_key(engine) {
                     continue;
                 }
@@ -536,6 +539,7 @@ pub fn run(p: &CrossParams) -> Result<CrossReport, String> {
             skipped,
         });
     }
+    plan.finish();
     Ok(CrossReport {
         bench: "crosscheck",
         params: p.clone(),
@@ -620,7 +624,7 @@ mod tests {
         p.scenario = TestbedScenario::parse(&text).unwrap();
         let e = run_sim(&p, &schedule(&p, 0.1, 1), 1).unwrap_err();
         assert!(e.contains("per-station"), "{e}");
-        let r = run(&p).unwrap();
+        let r = run(&p, crate::progress::quiet).unwrap();
         assert!(r.loads[0].skipped.contains_key("sim"));
         assert!(r.loads[0].engines.contains_key("model"));
         let p2p = "name = \"p\"\nmode = \"p2p\"\nnodes = [\"a\", \"b\"]\n[[links]]\na = \"a\"\nb = \"b\"\nowd_ms = 1.0\nrate_mbps = 10.0\n";

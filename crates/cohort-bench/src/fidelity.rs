@@ -14,6 +14,7 @@
 //! probes then run through Rattan, measured by the same code, and the report compares the two
 //! figure by figure (`cohort_vs_rattan`); otherwise it says why Rattan was skipped.
 
+use crate::progress::{Plan, Step};
 use crate::rattan::{self, LinkSpec, RattanLink};
 use crate::stats::{mean, mean_ci95, quantile, round, thin};
 use cohort_emu::cpustat::CpuTimes;
@@ -696,7 +697,7 @@ fn measured_run(
 }
 
 /// The whole benchmark.
-pub fn run(p: &FidelityParams) -> Result<FidelityReport, String> {
+pub fn run(p: &FidelityParams, progress: impl FnMut(&Step)) -> Result<FidelityReport, String> {
     let cleared = rattan::clear_stale();
     for ns in &cleared {
         eprintln!("removed namespace {ns}, left by an earlier Rattan run");
@@ -705,6 +706,8 @@ pub fn run(p: &FidelityParams) -> Result<FidelityReport, String> {
     let bin = found.as_ref().and_then(|f| f.as_ref().ok()).cloned();
     let conditions: &[Condition] =
         if p.background_load { &[Condition::Idle, Condition::Loaded] } else { &[Condition::Idle] };
+    let systems_per_run = 1 + u64::from(bin.is_some());
+    let mut plan = Plan::new(u64::from(p.reps.max(1)) * conditions.len() as u64 * systems_per_run, progress);
     let mut runs: Vec<RunRecord> = Vec::new();
     let mut first: Option<(EmulatorFigures, PeerOutcome)> = None;
     let mut first_loaded: Option<FirstLoaded> = None;
@@ -720,6 +723,7 @@ pub fn run(p: &FidelityParams) -> Result<FidelityReport, String> {
             }
             let mut got: Vec<(&'static str, Result<EmulatorFigures, String>, Option<f64>)> = Vec::new();
             for system in systems {
+                plan.begin(&format!("repetition {} of {}: {system}, {condition:?}", rep + 1, p.reps.max(1)));
                 let (r, mups) = measured_run(&pr, system, bin.as_deref(), condition, rep);
                 if let Err(e) = &r {
                     eprintln!("{system} run failed (repetition {rep}, {condition:?}): {e}");
@@ -794,6 +798,7 @@ pub fn run(p: &FidelityParams) -> Result<FidelityReport, String> {
         _ => None,
     };
     let summaries = conditions.iter().map(|&c| ConditionSummary::of(c, &runs)).collect();
+    plan.finish();
     Ok(FidelityReport {
         params: p.clone(),
         cohort,

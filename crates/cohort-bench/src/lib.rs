@@ -27,6 +27,7 @@ pub mod multipath;
 pub mod multipath_federated;
 pub mod multipath_testbed;
 pub mod proc;
+pub mod progress;
 pub mod rattan;
 pub mod stats;
 pub mod timer;

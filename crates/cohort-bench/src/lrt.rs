@@ -5,6 +5,7 @@
 
 use crate::arq::{ArqConfig, ArqReceiver, ArqSender};
 use crate::block::{BlockConfig, BlockReceiver, BlockSender};
+use crate::progress::{Plan, Step};
 use crate::stats::{DelayFigures, MeanCi, mean, round};
 use cohort_medium::link::{Duplex, LinkParams, LossModel};
 use cohort_proto::lrt::{Config, Connection, State};
@@ -384,11 +385,16 @@ pub fn run_point(p: &LrtParams, cfg: &Config) -> Result<PointFigures, String> {
 
 /// Runs LRT, the block scheme and selective-repeat ARQ on the same link; an invalid link is
 /// an error.
-pub fn run(p: &LrtParams) -> Result<LrtReport, String> {
+pub fn run(p: &LrtParams, progress: impl FnMut(&Step)) -> Result<LrtReport, String> {
     let cfg = Config { rate_bps: (p.rate_mbps * 1e6) as u64, ..Config::default() };
+    let mut plan = Plan::new(p.reps.max(1), progress);
     let points = (0..p.reps.max(1))
-        .map(|k| run_point(&LrtParams { seed: p.seed + k, ..p.clone() }, &cfg))
+        .map(|k| {
+            plan.begin(&format!("repetition {} of {}: LRT, block, ARQ", k + 1, p.reps.max(1)));
+            run_point(&LrtParams { seed: p.seed + k, ..p.clone() }, &cfg)
+        })
         .collect::<Result<Vec<_>, _>>()?;
+    plan.finish();
     let pool = |f: fn(&PointFigures) -> &SchemeFigures| {
         SchemeFigures::pooled(&points.iter().map(f).collect::<Vec<_>>(), p.owd_ms)
     };
@@ -471,7 +477,7 @@ mod tests {
     #[test]
     fn short_lossy_run_delivers_everything_in_order_for_both_schemes() {
         let p = LrtParams { count: 400, warmup_ms: 50.0, reps: 2, ..LrtParams::default() };
-        let r = run(&p).unwrap();
+        let r = run(&p, crate::progress::quiet).unwrap();
         assert_eq!(r.runs.lrt_p99_ms.len(), 2);
         assert_eq!(r.runs.p99_ratio_block_over_lrt.runs, 2);
         for f in [&r.lrt, &r.block, &r.arq] {
@@ -494,6 +500,6 @@ mod invalid {
     #[test]
     fn invalid_link_is_an_error() {
         let p = super::LrtParams { loss: super::LossModel::Iid { p: 2.0 }, count: 10, ..Default::default() };
-        assert!(super::run(&p).unwrap_err().contains("probability"));
+        assert!(super::run(&p, crate::progress::quiet).unwrap_err().contains("probability"));
     }
 }

@@ -15,6 +15,7 @@
 //! path's one-way delay, which is the time a move added. One process clock stamps both ends,
 //! so delays are exact. The figure to compare is the round trip `2 · owd_ms`.
 
+use crate::progress::{Plan, Step};
 use crate::stats::{mean_ci95, quantile, round};
 use cohort_net::{LrtSocket, NetError, SocketConfig};
 use serde::Serialize;
@@ -191,15 +192,17 @@ fn once(p: &MigrationParams, rep: u32) -> Result<Value, String> {
 }
 
 /// Runs the repetitions and pools them.
-pub fn bench(p: &MigrationParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+pub fn bench(p: &MigrationParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
     if p.rebind_after == 0 || p.count == 0 || p.reps == 0 || !(p.owd_ms >= 0.0 && p.interval_ms > 0.0) {
         return Err("count, reps and rebind_after must be positive, owd_ms at least 0, interval_ms above 0".into());
     }
+    let mut plan = Plan::new(u64::from(p.reps), progress);
     let mut runs = Vec::new();
     for rep in 0..p.reps {
-        progress(&format!("repetition {} of {}", rep + 1, p.reps));
+        plan.begin(&format!("repetition {} of {}", rep + 1, p.reps));
         runs.push(once(p, rep)?);
     }
+    plan.finish();
     let stalls = |dir: &str| runs.iter().filter_map(|r| r[dir]["stall_ms"].as_f64()).collect::<Vec<_>>();
     let summary = |dir: &str| {
         let v = stalls(dir);

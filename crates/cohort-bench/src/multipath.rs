@@ -18,6 +18,7 @@
 //! over the same coded transport; kernel MPTCP itself runs on the testbed
 //! ([`crate::multipath_testbed`], `--testbed`).
 
+use crate::progress::{Plan, Step};
 use crate::stats::{mean, mean_ci95, quantile, round};
 use cohort_medium::link::{LinkParams, LossModel};
 use cohort_proto::multipath::bandit::ArmStats;
@@ -198,7 +199,7 @@ pub(crate) fn regret(played: &[Vec<usize>], truth: &[f64], m: usize, rounds: usi
 }
 
 /// Runs the bench; the JSON report.
-pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+pub fn run_bench(p: &MultipathParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
     let positive = |x: f64| x.is_finite() && x > 0.0;
     if p.reps == 0
         || !positive(p.bulk_mb)
@@ -213,6 +214,9 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
     let systems = [System::Cohort, System::MinRtt, System::RoundRobin, System::Path(0), System::Path(1)];
     let names: Vec<String> = systems.iter().map(System::name).collect();
     let mut report = serde_json::Map::new();
+    // Four scenarios, the delay target, the short flows, the federated start.
+    let mut plan = Plan::new(7, progress);
+    let mut progress = |what: &str| plan.begin(what);
     let mut scenario = |name: &str, paths: Vec<MpPath>, until: Until| -> Result<Vec<Vec<MpOutcome>>, String> {
         progress(name);
         let r = alternate(p, &systems, &paths, until, p.tau_ms)?;
@@ -361,6 +365,7 @@ pub fn run_bench(p: &MultipathParams, mut progress: impl FnMut(&str)) -> Result<
             p.reps, p.seed, p.bulk_mb, p.tau_ms, p.short_flows, p.mobility_s, p.speed_mps
         )),
     );
+    plan.finish();
     Ok(Value::Object(report))
 }
 
@@ -374,7 +379,9 @@ mod tests {
     fn a_small_bench_reports_every_figure() {
         let p =
             MultipathParams { reps: 1, bulk_mb: 0.5, short_flows: 2, mobility_s: 2.0, ..MultipathParams::default() };
-        let r = run_bench(&p, |_| {}).unwrap();
+        let mut steps = Vec::new();
+        let r = run_bench(&p, |s| steps.push((s.done, s.total))).unwrap();
+        crate::progress::assert_followed_plan(&steps);
         for k in [
             "static_share_of_sum",
             "loss_goodput_ratio_vs_minrtt",

@@ -21,6 +21,7 @@
 
 use crate::multipath::regret;
 use crate::multipath_testbed::json_of;
+use crate::progress::{Plan, Step};
 use crate::stats::{mean, mean_ci95, round};
 use cohort_emu::scenario::DirectionSpec;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
@@ -156,7 +157,7 @@ fn transfer(tb: &Testbed, p: &FedTbParams, seconds: f64, pid: u32, share: bool, 
 }
 
 /// Runs the federated start on the testbed; the JSON report (`testbed.federated`).
-pub fn bench(p: &FedTbParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+pub fn bench(p: &FedTbParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
     if p.reps == 0 || !(p.seconds.is_finite() && p.seconds > 0.0) {
         return Err("reps and the transfer time must be positive".into());
     }
@@ -164,7 +165,10 @@ pub fn bench(p: &FedTbParams, mut progress: impl FnMut(&str)) -> Result<Value, S
     let tb =
         Testbed::up(&scenario(p.seed), &format!("mf{}", std::process::id()), EmuMode::Thread, EmuOptions::default())
             .map_err(|e| e.to_string())?;
-    let out = run(&tb, p, &mut progress);
+    // The training transfer, then a cold and a federated start per repetition.
+    let mut plan = Plan::new(1 + 2 * p.reps, progress);
+    let out = run(&tb, p, &mut |what: &str| plan.begin(what));
+    plan.finish();
     let down = tb.down().map_err(|e| e.to_string());
     let report = out?;
     down?;

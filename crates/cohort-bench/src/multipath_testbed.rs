@@ -32,6 +32,7 @@
 //! arrived by then counts even if the sender cannot flush the rest afterwards (a trace may
 //! end with its radio out, and the link stays as the last step left it).
 
+use crate::progress::{Plan, Step};
 use crate::stats::{mean, mean_ci95, round};
 use cohort_emu::scenario::DirectionSpec;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
@@ -425,7 +426,7 @@ fn run_name() -> String {
 }
 
 /// Runs the testbed half; the JSON report (`testbed` of `cohort bench multipath`).
-pub fn bench(p: &TbMpParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+pub fn bench(p: &TbMpParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
     let positive = |x: f64| x.is_finite() && x > 0.0;
     if p.reps == 0 || !positive(p.bulk_mb) || !positive(p.mobility_s) || !positive(p.speed_mps) {
         return Err("reps, bulk size, mobility time and speed must be positive".into());
@@ -435,6 +436,7 @@ pub fn bench(p: &TbMpParams, mut progress: impl FnMut(&str)) -> Result<Value, St
         .map_err(|e| e.to_string())?;
     configure_mptcp(&tb)?;
     let systems = [TbSystem::Cohort, TbSystem::Mptcp, TbSystem::Path(0), TbSystem::Path(1)];
+    let mut plan = Plan::new(traces(p).len() as u64 * p.reps * systems.len() as u64, progress);
     let mut report = serde_json::Map::new();
     let mut port = 41_000u16;
     let mut goodput = serde_json::Map::new();
@@ -444,7 +446,7 @@ pub fn bench(p: &TbMpParams, mut progress: impl FnMut(&str)) -> Result<Value, St
         for rep in 0..p.reps {
             for k in 0..systems.len() {
                 let i = (k + rep as usize) % systems.len();
-                progress(&format!("{name}, {}, rep {rep}", systems[i].name()));
+                plan.begin(&format!("{name}, {}, rep {rep}", systems[i].name()));
                 port = if port > 60_000 { 41_000 } else { port + 2 };
                 runs[i].push(run_one(&tb, p, systems[i], &traces, amount, port));
             }
@@ -498,5 +500,6 @@ pub fn bench(p: &TbMpParams, mut progress: impl FnMut(&str)) -> Result<Value, St
             "measured": "at the receiver: bytes from the first delivery to the last over that time; stall = longest gap between deliveries",
         }),
     );
+    plan.finish();
     Ok(Value::Object(report))
 }

@@ -5,6 +5,7 @@
 //! repetition to repetition; the lateness figures pool every repetition, and the tokio/timerfd
 //! p99 ratio is also given per repetition (paired) with its 95% interval.
 
+use crate::progress::{Plan, Step};
 use crate::stats::{MeanCi, round};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -98,16 +99,24 @@ impl Timer {
     }
 }
 
-pub fn run(samples: usize, interval: Duration, reps: usize) -> std::io::Result<TimerReport> {
+pub fn run(
+    samples: usize,
+    interval: Duration,
+    reps: usize,
+    progress: impl FnMut(&Step),
+) -> std::io::Result<TimerReport> {
     let reps = reps.max(1);
+    let mut plan = Plan::new((reps * Timer::ALL.len()) as u64, progress);
     // Per timer, per repetition.
     let mut late: [Vec<Vec<Duration>>; 3] = Default::default();
     for r in 0..reps {
         for k in 0..Timer::ALL.len() {
             let i = (r + k) % Timer::ALL.len();
+            plan.begin(&format!("repetition {} of {reps}: {:?}", r + 1, Timer::ALL[i]));
             late[i].push(Timer::ALL[i].measure(samples, interval)?);
         }
     }
+    plan.finish();
     let [t, s, k] = late.each_ref().map(|runs| summarize(runs));
     let paired: Vec<f64> = k.p99_runs_us.iter().zip(&t.p99_runs_us).map(|(k, t)| k / t.max(0.1)).collect();
     Ok(TimerReport {
@@ -130,7 +139,10 @@ pub fn run(samples: usize, interval: Duration, reps: usize) -> std::io::Result<T
 mod tests {
     #[test]
     fn reports_all_three_timers_in_every_repetition() {
-        let r = super::run(20, std::time::Duration::from_micros(300), 2).unwrap();
+        let mut steps = Vec::new();
+        let r = super::run(20, std::time::Duration::from_micros(300), 2, |s| steps.push((s.done, s.total))).unwrap();
+        crate::progress::assert_followed_plan(&steps); // two repetitions of three timers
+        assert_eq!(steps.len(), 7);
         assert_eq!((r.samples, r.reps), (20, 2));
         for l in [&r.timerfd, &r.thread_sleep, &r.tokio_sleep] {
             assert!(l.max_us >= l.p50_us);

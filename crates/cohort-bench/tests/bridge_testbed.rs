@@ -27,7 +27,13 @@ fn ros2_nodes_talk_directly_and_through_the_bridges_with_nothing_lost() {
         systems: vec![System::Zenoh, System::Bridge],
         ..BridgeParams::default()
     };
-    let r = run(&p, |what| eprintln!("{what}")).unwrap_or_else(|e| panic!("bridge bench: {e}"));
+    let mut steps = Vec::new();
+    let r = run(&p, |s| {
+        eprintln!("{s}");
+        steps.push((s.done, s.total));
+    })
+    .unwrap_or_else(|e| panic!("bridge bench: {e}"));
+    cohort_bench::progress::assert_followed_plan(&steps);
     for sys in ["zenoh", "bridge"] {
         let v = &r["systems"][sys];
         assert!(v.get("error").is_none(), "{sys}: {v}");

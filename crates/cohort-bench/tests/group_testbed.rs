@@ -17,7 +17,13 @@ fn every_system_completes_over_the_emulated_channel() {
         zenoh: false,
         ..GroupParams::default()
     };
-    let r = run(&p, |what| eprintln!("{what}")).unwrap_or_else(|e| panic!("group bench: {e}"));
+    let mut steps = Vec::new();
+    let r = run(&p, |s| {
+        eprintln!("{s}");
+        steps.push((s.done, s.total));
+    })
+    .unwrap_or_else(|e| panic!("group bench: {e}"));
+    cohort_bench::progress::assert_followed_plan(&steps);
     assert_eq!(r["runs"].as_array().map(Vec::len), Some(2), "every run's own report");
     for (k, run) in r["runs"].as_array().unwrap().iter().enumerate() {
         let c = &run["sizes"][0]["request_reply"]["gcbrr"]["latency"]["count"];

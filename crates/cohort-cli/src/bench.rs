@@ -1,7 +1,9 @@
 //! `cohort bench NAME`.
 
+use crate::progress::Progress;
 use crate::python;
 use clap::{Args, Subcommand};
+use cohort_bench::progress::Step;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -545,7 +547,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode, BenchError> {
             if samples == 0 || interval_us == 0 || reps == 0 {
                 return Err(BenchError::Invalid("--samples, --interval-us and --reps must be positive".into()));
             }
-            let r = cohort_bench::timer::run(samples, Duration::from_micros(interval_us), reps)
+            let progress = Progress::new("timer", json);
+            let r = cohort_bench::timer::run(samples, Duration::from_micros(interval_us), reps, |s| progress.step(s))
                 .map_err(|source| BenchError::Write { path: "timerfd".into(), source })?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
@@ -578,7 +581,8 @@ fn coding(a: &CodingArgs) -> Result<ExitCode, BenchError> {
         min_time: Duration::from_millis(a.min_time_ms),
         ..Default::default()
     };
-    let report = cohort_bench::coding::run(&p);
+    let progress = Progress::new("coding", a.json);
+    let report = cohort_bench::coding::run(&p, |s| progress.step(s));
     let json = serde_json::to_string_pretty(&report).unwrap_or_default();
     if a.json {
         println!("{json}");
@@ -640,7 +644,8 @@ fn lrt(a: &LrtArgs) -> Result<ExitCode, BenchError> {
         warmup_ms: a.warmup_ms,
         reps: a.reps,
     };
-    let r = cohort_bench::lrt::run(&p).map_err(BenchError::Invalid)?;
+    let progress = Progress::new("lrt", a.json);
+    let r = cohort_bench::lrt::run(&p, |s| progress.step(s)).map_err(BenchError::Invalid)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
     if a.json {
         println!("{json}");
@@ -705,13 +710,14 @@ fn lrt_grid(a: &LrtGridArgs) -> Result<ExitCode, BenchError> {
     if a.threads > 0 {
         g.threads = a.threads;
     }
-    let total = cohort_bench::lrt_grid::points(&g).len();
-    let done = std::sync::atomic::AtomicUsize::new(0);
+    let total = cohort_bench::lrt_grid::points(&g).len() as u64;
+    let done = std::sync::atomic::AtomicU64::new(0);
     let lrt_cfg = cohort_proto::lrt::Config { estimate_rate: a.estimate_rate, ..Default::default() };
+    let progress = Progress::new("lrt-grid", a.json);
     let r = run(&g, &lrt_cfg, |p| {
         let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        eprintln!(
-            "lrt-grid {n}/{total}: {} ms, {}, {} B every {} ms: p99 lrt {:.1} block {:.1} arq {:.1} ms, overhead {:.2}/{:.2}/{:.2}",
+        let what = format!(
+            "{} ms, {}, {} B every {} ms: p99 lrt {:.1} block {:.1} arq {:.1} ms, overhead {:.2}/{:.2}/{:.2}",
             p.owd_ms,
             p.loss_label,
             p.size,
@@ -723,6 +729,7 @@ fn lrt_grid(a: &LrtGridArgs) -> Result<ExitCode, BenchError> {
             p.block.overhead,
             p.arq.overhead
         );
+        progress.finished(&Step { done: n, total, what: &what });
     })
     .map_err(BenchError::Invalid)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
@@ -758,11 +765,16 @@ fn lrt_share(a: &LrtShareArgs) -> Result<ExitCode, BenchError> {
     if a.bulk_bytes == 0 || a.bulk_bytes > 1 << 30 {
         return Err(BenchError::Invalid("--bulk-bytes must be 1 B..1 GiB".into()));
     }
+    let total = p.rates_mbps.len() as u64 + 1;
+    let done = std::cell::Cell::new(0);
+    let progress = Progress::new("lrt-share", a.json);
     let r = cohort_bench::lrt_share::run_bench(&p, |s| {
-        eprintln!(
-            "lrt-share {}: goodput {:.2} ± {:.2} Mbit/s, control p99 {:.1} ± {:.1} ms (p50 {:.1}), complete {}",
+        let what = format!(
+            "{}: goodput {:.2} ± {:.2} Mbit/s, control p99 {:.1} ± {:.1} ms (p50 {:.1}), complete {}",
             s.label, s.goodput_mbps, s.goodput_ci95, s.control_p99_ms, s.control_p99_ci95, s.control_p50_ms, s.complete
-        )
+        );
+        done.set(done.get() + 1);
+        progress.finished(&Step { done: done.get(), total, what: &what });
     })
     .map_err(BenchError::Invalid)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
@@ -804,7 +816,8 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
         seed: a.seed,
         ..TransportParams::default()
     };
-    let r = cohort_bench::transport::run(&p, |what| eprintln!("transport: {what}")).map_err(BenchError::Run)?;
+    let progress = Progress::new("transport", a.json);
+    let r = cohort_bench::transport::run(&p, |s| progress.step(s)).map_err(BenchError::Run)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
     if a.json {
         println!("{json}");
@@ -861,7 +874,8 @@ fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
         zenoh: !a.no_zenoh,
         ..GroupParams::default()
     };
-    let r = cohort_bench::group::run(&p, |what| eprintln!("group: {what}")).map_err(BenchError::Run)?;
+    let progress = Progress::new("group", a.json);
+    let r = cohort_bench::group::run(&p, |s| progress.step(s)).map_err(BenchError::Run)?;
     print_summary_and_plot(&r, a.json, a.plot.as_ref(), "group")
 }
 
@@ -910,7 +924,8 @@ fn bridge(a: &BridgeArgs) -> Result<ExitCode, BenchError> {
     };
     p.check().map_err(BenchError::Invalid)?;
     need_root("bridge")?;
-    let r = cohort_bench::bridge_testbed::run(&p, |what| eprintln!("bridge: {what}")).map_err(BenchError::Run)?;
+    let progress = Progress::new("bridge", a.json);
+    let r = cohort_bench::bridge_testbed::run(&p, |s| progress.step(s)).map_err(BenchError::Run)?;
     print_summary_and_plot(&r, a.json, a.plot.as_ref(), "bridge")
 }
 
@@ -946,7 +961,8 @@ fn fidelity(a: &FidelityArgs) -> Result<ExitCode, BenchError> {
         lock_memory: a.emu.lock_memory,
         ..Default::default()
     };
-    let r = cohort_bench::fidelity::run(&p).map_err(BenchError::Run)?;
+    let progress = Progress::new("testbed-fidelity", a.json);
+    let r = cohort_bench::fidelity::run(&p, |s| progress.step(s)).map_err(BenchError::Run)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
     if a.json {
         println!("{json}");
@@ -1035,11 +1051,12 @@ fn coorp(a: &CoorpArgs) -> Result<ExitCode, BenchError> {
     let mut r = if a.no_sim {
         serde_json::json!({ "bench": "coorp" })
     } else {
-        cohort_bench::coorp::bench(&p, |what| eprintln!("coorp: {what}")).map_err(BenchError::Run)?
+        let progress = Progress::new("coorp", a.json);
+        cohort_bench::coorp::bench(&p, |s| progress.step(s)).map_err(BenchError::Run)?
     };
     if let Some(tp) = &tb {
-        let t = cohort_bench::coorp_testbed::bench(tp, |what| eprintln!("coorp testbed: {what}"))
-            .map_err(BenchError::Run)?;
+        let progress = Progress::new("coorp testbed", a.json);
+        let t = cohort_bench::coorp_testbed::bench(tp, |s| progress.step(s)).map_err(BenchError::Run)?;
         cohort_bench::coorp_testbed::merge(&mut r, &t);
         r["testbed"]["command"] = serde_json::Value::String(testbed_command(a));
     }

@@ -2,6 +2,7 @@
 //! multipath (see `cohort_bench::beams`).
 
 use crate::bench::{BenchError, write_and_plot};
+use crate::progress::Progress;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,7 +50,8 @@ pub fn run(a: &BeamsArgs) -> Result<ExitCode, BenchError> {
         mobility_s: a.mobility_s,
         team,
     };
-    let r = cohort_bench::beams::run_bench(&p, |what| eprintln!("beams: {what}")).map_err(BenchError::Invalid)?;
+    let progress = Progress::new("beams", a.json);
+    let r = cohort_bench::beams::run_bench(&p, |s| progress.step(s)).map_err(BenchError::Invalid)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
     if a.json {
         println!("{json}");

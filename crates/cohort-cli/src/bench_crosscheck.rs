@@ -2,6 +2,7 @@
 //! `cohort_bench::crosscheck`).
 
 use crate::bench::{BenchError, need_root, write_and_plot};
+use crate::progress::Progress;
 use clap::Args;
 use cohort_bench::crosscheck::{CrossParams, DEFAULT_SCENARIO};
 use cohort_emu::TestbedScenario;
@@ -70,7 +71,8 @@ pub fn run(a: &CrosscheckArgs) -> Result<ExitCode, BenchError> {
     p.reps = a.reps;
     p.seed = a.seed;
     p.testbed = !a.no_testbed;
-    let r = cohort_bench::crosscheck::run(&p).map_err(BenchError::Run)?;
+    let progress = Progress::new("crosscheck", a.json);
+    let r = cohort_bench::crosscheck::run(&p, |s| progress.step(s)).map_err(BenchError::Run)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
     if a.json {
         println!("{json}");

@@ -2,6 +2,7 @@
 //! `cohort_bench::migration`).
 
 use crate::bench::BenchError;
+use crate::progress::Progress;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -41,7 +42,8 @@ pub fn run(a: &MigrationArgs) -> Result<ExitCode, BenchError> {
         rebind_after: a.rebind_after,
         reps: a.reps,
     };
-    let r = cohort_bench::migration::bench(&p, |what| eprintln!("migration: {what}")).map_err(BenchError::Invalid)?;
+    let progress = Progress::new("migration", a.json);
+    let r = cohort_bench::migration::bench(&p, |s| progress.step(s)).map_err(BenchError::Invalid)?;
     let json = serde_json::to_string_pretty(&r).unwrap_or_default();
     if a.json {
         println!("{json}");

@@ -2,6 +2,7 @@
 //! with `--testbed`, against kernel MPTCP on real kernels (`cohort_bench::multipath_testbed`).
 
 use crate::bench::{BenchError, need_root, write_and_plot};
+use crate::progress::Progress;
 use clap::Args;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -84,7 +85,8 @@ pub fn run(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
             mobility_s: a.mobility_s,
             speed_mps: a.speed_mps,
         };
-        cohort_bench::multipath::run_bench(&p, |what| eprintln!("multipath: {what}")).map_err(BenchError::Invalid)?
+        let progress = Progress::new("multipath", a.json);
+        cohort_bench::multipath::run_bench(&p, |s| progress.step(s)).map_err(BenchError::Invalid)?
     };
     if a.testbed {
         let exe = std::env::current_exe().map_err(|e| BenchError::Invalid(format!("this binary's path: {e}")))?;
@@ -99,13 +101,13 @@ pub fn run(a: &MultipathArgs) -> Result<ExitCode, BenchError> {
                 mobility_s: a.mobility_s,
                 speed_mps: a.speed_mps,
             };
-            cohort_bench::multipath_testbed::bench(&p, |what| eprintln!("multipath testbed: {what}"))
-                .map_err(BenchError::Run)?
+            let progress = Progress::new("multipath testbed", a.json);
+            cohort_bench::multipath_testbed::bench(&p, |s| progress.step(s)).map_err(BenchError::Run)?
         };
         let p =
             cohort_bench::multipath_federated::FedTbParams { exe, reps: a.reps, seed: a.seed, seconds: a.federated_s };
-        let fed = cohort_bench::multipath_federated::bench(&p, |what| eprintln!("multipath testbed: {what}"))
-            .map_err(BenchError::Run)?;
+        let progress = Progress::new("multipath federated", a.json);
+        let fed = cohort_bench::multipath_federated::bench(&p, |s| progress.step(s)).map_err(BenchError::Run)?;
         tb["summary"]["federated_regret_ratio"] = fed["federated_regret_ratio"].clone();
         tb["federated"] = fed;
         // The testbed's figures join the summary under their own names (`..._vs_mptcp`,

@@ -14,6 +14,7 @@ mod doc_commands;
 mod doctor;
 mod group_cmd;
 mod lrt_cmd;
+mod progress;
 mod python;
 mod sim_cmd;
 mod testbed_cmd;

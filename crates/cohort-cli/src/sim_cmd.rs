@@ -1,6 +1,8 @@
 //! `cohort sim run SCENARIO (--seed N | --seeds A..B) [--json] [--trace FILE]`.
 
+use crate::progress::Progress;
 use clap::{Args, Subcommand};
+use cohort_bench::progress::Step;
 use cohort_sim::{Scenario, ScenarioError};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -59,9 +61,13 @@ pub fn run(a: &SimArgs) -> Result<ExitCode, SimError> {
     if let Some(r) = seeds {
         let r = range(r)?;
         let total = r.end - r.start;
-        for seed in r {
+        let progress = Progress::bar_only("sim", *json);
+        for seed in r.clone() {
+            let what = format!("seed {seed}");
+            progress.step(&Step { done: seed - r.start, total, what: &what });
             let o = cohort_sim::run(&s, seed, cohort_sim::Recorder::default());
             if !o.ok() {
+                drop(progress);
                 eprintln!("seed {seed} FAILED: {}", o.violations.join("; "));
                 eprintln!("replay: {}", replay(seed));
                 if *json {

@@ -1,6 +1,8 @@
 //! `cohort testbed`: real network stacks in namespaces over the emulated channel.
 
+use crate::progress::Progress;
 use clap::{Args, Subcommand};
+use cohort_bench::progress::Step;
 use cohort_emu::testbed::{self, EmuMode, Testbed};
 use cohort_emu::{EmuOptions, EmuStatus, TestbedError, TestbedScenario};
 use std::path::PathBuf;
@@ -136,7 +138,15 @@ pub fn run(a: &TestbedArgs) -> Result<ExitCode, TestbedError> {
             if let Some(p) = &emu.frame_log {
                 args.extend(["--frame-log".into(), p.display().to_string()]);
             }
-            let tb = Testbed::up(&s, &run, EmuMode::Process { program: exe, args }, emu.options())?;
+            let progress = Progress::bar_only("testbed up", false);
+            let tb = Testbed::up_with_progress(
+                &s,
+                &run,
+                EmuMode::Process { program: exe, args },
+                emu.options(),
+                |d, t, w| progress.step(&Step { done: d, total: t, what: w }),
+            )?;
+            drop(progress);
             println!("run {run} is up ({:?} mode):", s.mode);
             for at in tb.attachments() {
                 let node = &s.nodes[at.port.node];

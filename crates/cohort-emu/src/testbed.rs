@@ -173,6 +173,18 @@ impl Testbed {
     /// Brings run `run` of `scenario` up: namespaces, interfaces, addresses, the emulator.
     /// Anything made before a failure is removed again.
     pub fn up(scenario: &TestbedScenario, run: &str, mode: EmuMode, opts: EmuOptions) -> Result<Self, TestbedError> {
+        Self::up_with_progress(scenario, run, mode, opts, |_, _, _| {})
+    }
+
+    /// [`up`](Self::up), telling `progress(done, total, what)` as each namespace, link and
+    /// finally the emulator is set up (`done` of `total` steps finished, `what` starting).
+    pub fn up_with_progress(
+        scenario: &TestbedScenario,
+        run: &str,
+        mode: EmuMode,
+        opts: EmuOptions,
+        mut progress: impl FnMut(u64, u64, &str),
+    ) -> Result<Self, TestbedError> {
         check_name("run name", run, 24)?;
         scenario.validate()?;
         netns::require_root()?;
@@ -191,12 +203,21 @@ impl Testbed {
         std::fs::create_dir_all(&dir).map_err(io_err("creating", &dir))?;
         let json = serde_json::to_string_pretty(scenario).map_err(|e| io_err("encoding", &dir)(e.into()))?;
         std::fs::write(dir.join("scenario.json"), json).map_err(io_err("writing", &dir))?;
+        let total = (scenario.nodes.len() + tb.attachments.len() + 2) as u64;
+        let mut done = 0;
+        let mut step = |what: String| {
+            progress(done, total, &what);
+            done += 1;
+        };
+        step(format!("namespace {}", emu_ns(run)));
         netns::add(&emu_ns(run))?;
         for n in &scenario.nodes {
+            step(format!("namespace {}", node_ns(run, n)));
             netns::add(&node_ns(run, n))?;
         }
         for a in &tb.attachments {
             let inner_ns = node_ns(run, &scenario.nodes[a.port.node]);
+            step(format!("link {} {}", inner_ns, a.ifname));
             netns::add_veth(&VethPair {
                 outer_ns: &emu_ns(run),
                 outer: &a.emu_ifname,
@@ -206,7 +227,9 @@ impl Testbed {
                 inner_addr: &format!("{}/{}", a.addr, a.prefix),
             })?;
         }
+        step("emulator".to_string());
         tb.start_emulator(mode, opts)?;
+        progress(total, total, "up");
         Ok(tb)
     }
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -260,7 +261,9 @@ def run_study(args: argparse.Namespace) -> int:
         study.set_user_attr("spec", str(Path(args.spec).resolve()))
         study.set_user_attr("environment", spec.environment)
         t0 = time.monotonic()
-        study.optimize(objective_fn(session, spec), n_trials=args.trials, catch=(TuneError,))
+        # A bar with an ETA while a person watches (both outputs terminals), none in logs.
+        bar = sys.stdout.isatty() and sys.stderr.isatty()
+        study.optimize(objective_fn(session, spec), n_trials=args.trials, catch=(TuneError,), show_progress_bar=bar)
         print(f"{args.trials} trials in {time.monotonic() - t0:.0f} s; study {study_name(spec)} in {db}")
         best = best_trial(study)
         if best is None:

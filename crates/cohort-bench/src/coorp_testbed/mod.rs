@@ -33,6 +33,7 @@ pub mod channel;
 pub mod schedwifi;
 pub mod workload;
 
+use crate::progress::{Plan, Step};
 use crate::stats::{mean, quantile, round, thin};
 use agents::{AgentMode, AgentSpec, Agents};
 pub use channel::{choose_channel, model_goodput};
@@ -437,8 +438,13 @@ pub fn sized_workload(p: &TestbedParams, goodput_mbps: f64) -> WorkloadParams {
 }
 
 /// Runs the testbed half. `progress` hears what runs.
-pub fn bench(p: &TestbedParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+pub fn bench(p: &TestbedParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
     cohort_emu::netns::require_root().map_err(|e| e.to_string())?;
+    // The channel search (at most every candidate), then every run of every profile.
+    let search = if p.channel.is_some() { 0 } else { p.candidates.len() as u64 };
+    let runs = p.profiles.len() as u64 * p.reps * (p.systems.len() + p.unmarked.len()) as u64;
+    let mut plan = Plan::new(search + runs, progress);
+    let mut progress = |what: &str| plan.begin(what);
     if p.systems.iter().chain(&p.unmarked).any(|s| s.agent().is_some()) {
         let program = p.agent.as_ref().ok_or("the Cohort systems need the agent binary (`cohort`)")?;
         agents::check(program).map_err(|e| e.to_string())?;
@@ -484,6 +490,7 @@ pub fn bench(p: &TestbedParams, mut progress: impl FnMut(&str)) -> Result<Value,
         );
         unmarked.insert(profile.clone(), Value::Object(un));
     }
+    plan.finish();
     Ok(json!({
         "testbed_channel": channel_report,
         "link_mbps_by_profile": links,

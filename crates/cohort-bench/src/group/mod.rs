@@ -35,6 +35,7 @@ use baselines::{
     Flow, FlowSink, FlowTimers, GmCoordinator, GmMember, GmRound, Rr, RrServer, flow_source, rr_coordinator,
 };
 
+use crate::progress::{Plan, Step};
 use crate::stats::{pool_runs, round};
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
 use cohort_net::group::{GroupConfig, GroupError, GroupSocket, Start};
@@ -382,13 +383,22 @@ fn min_interaction_airtime(n: usize, payload: usize) -> Duration {
 /// interval beside it ([`pool_runs`]); latency distributions pool every interaction; the
 /// summary's ratios are each run's own (GCBRR against the baselines of the same run), pooled;
 /// `runs` holds every run's own report.
-pub fn run(p: &GroupParams, mut progress: impl FnMut(&str)) -> Result<Value, String> {
+/// The steps of one run: per size GCBRR and each baseline, request-reply then polling; each
+/// join; the fail-overs.
+fn steps_per_run(p: &GroupParams) -> usize {
+    let per_size = 1 + Rr::ALL.len() + usize::from(p.zenoh) + 1 + Flow::ALL.len();
+    p.sizes.len() * per_size + p.join_from.len() + 1
+}
+
+pub fn run(p: &GroupParams, progress: impl FnMut(&Step)) -> Result<Value, String> {
     let name = format!("gb{}", std::process::id() % 100_000);
     let mut runs = Vec::with_capacity(p.reps);
+    let mut plan = Plan::new((p.reps.max(1) * steps_per_run(p)) as u64, progress);
     for r in 0..p.reps.max(1) {
-        let mut progress = |what: &str| progress(&format!("run {}/{}: {what}", r + 1, p.reps.max(1)));
+        let mut progress = |what: &str| plan.begin(&format!("run {}/{}: {what}", r + 1, p.reps.max(1)));
         runs.push(one_run(p, r % 2 == 0, &name, &mut progress)?);
     }
+    plan.finish();
     let all: Vec<&Value> = runs.iter().collect();
     let mut report = pool_runs(&all);
     report["params"] = json!(p);

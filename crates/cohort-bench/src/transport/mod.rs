@@ -17,6 +17,7 @@
 
 mod baselines;
 
+use crate::progress::{Plan, Step};
 use crate::stats::{DelayFigures, mean_ci95, round, thin};
 use cohort_emu::scenario::DirectionSpec;
 use cohort_emu::{EmuMode, EmuOptions, Testbed, TestbedScenario};
@@ -302,7 +303,8 @@ fn num(v: &serde_json::Value, t: &str, k: &str) -> f64 {
 
 /// Every case, `reps` times; the runs of a case follow each other, so every case sees the
 /// machine in the same state on average.
-pub fn run(p: &TransportParams, mut progress: impl FnMut(&str)) -> Result<TransportReport, String> {
+pub fn run(p: &TransportParams, progress: impl FnMut(&Step)) -> Result<TransportReport, String> {
+    let mut plan = Plan::new((p.losses.len() * 2 * p.reps.max(1) as usize) as u64, progress);
     let run = format!("tr{}", std::process::id() % 100_000);
     let mut cases = Vec::new();
     // Per case at 10% loss, stream: each run's LRT p99 over the best TCP's that run.
@@ -311,7 +313,7 @@ pub fn run(p: &TransportParams, mut progress: impl FnMut(&str)) -> Result<Transp
         for w in [CONTROL, STREAM] {
             let mut per_transport: Vec<Vec<RunFigures>> = p.transports.iter().map(|_| Vec::new()).collect();
             for k in 0..p.reps.max(1) {
-                progress(&format!("loss {loss}, {}, run {} of {}", w.name, k + 1, p.reps.max(1)));
+                plan.begin(&format!("loss {loss}, {}, run {} of {}", w.name, k + 1, p.reps.max(1)));
                 for (slot, r) in per_transport.iter_mut().zip(run_case(p, p.seed + u64::from(k), loss, w, &run)?) {
                     slot.push(r);
                 }
@@ -326,6 +328,7 @@ pub fn run(p: &TransportParams, mut progress: impl FnMut(&str)) -> Result<Transp
             cases.push(Case { loss, workload: w.name, transports });
         }
     }
+    plan.finish();
     let mut summary = serde_json::json!({});
     if let Some(c) = cases.iter().find(|c| (c.loss - 0.10).abs() < 1e-9 && c.workload == "stream") {
         let v = serde_json::to_value(&c.transports).expect("serialize");
