@@ -376,7 +376,7 @@ mod tests {
     fn a_small_run_is_well_formed() {
         let p = BeamsParams { instances: 20, timing_ms: 1, reps: 1, mobility_s: 3.0, ..BeamsParams::default() };
         let mut steps = Vec::new();
-        let r = run_bench(&p, |s| steps.push((s.done, s.total))).unwrap();
+        let r = run_bench(&p, crate::progress::recorder(&mut steps)).unwrap();
         crate::progress::assert_followed_plan(&steps);
         for k in [
             "greedy_over_optimum_mean",

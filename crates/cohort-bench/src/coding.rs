@@ -411,7 +411,7 @@ mod tests {
     fn tiny_run_reports_every_figure() {
         let p = CodingParams { symbols: 300, min_time: Duration::from_millis(1), ..CodingParams::default() };
         let mut steps = Vec::new();
-        let r = run(&p, |s| steps.push((s.done, s.total)));
+        let r = run(&p, crate::progress::recorder(&mut steps));
         crate::progress::assert_followed_plan(&steps);
         assert_eq!(r.stream.released_in_order, 300);
         assert!(r.stream.packets_lost > 0 && r.stream.recovered > 0);

@@ -315,7 +315,7 @@ mod tests {
     fn a_tiny_run_reports_every_figure_the_issue_names() {
         let p = CoorpParams { reps: 1, epochs: 1, update_mb: 1.0, scale: vec![2], ..CoorpParams::default() };
         let mut steps = Vec::new();
-        let r = bench(&p, |s| steps.push((s.done, s.total))).unwrap();
+        let r = bench(&p, crate::progress::recorder(&mut steps)).unwrap();
         crate::progress::assert_followed_plan(&steps);
         for profile in ["per_ac", "shared_tx"] {
             for system in ["edca", "schedwifi", "coorp", "coorp_global", "coorp_local", "no_bh"] {

@@ -380,7 +380,7 @@ mod tests {
         let p =
             MultipathParams { reps: 1, bulk_mb: 0.5, short_flows: 2, mobility_s: 2.0, ..MultipathParams::default() };
         let mut steps = Vec::new();
-        let r = run_bench(&p, |s| steps.push((s.done, s.total))).unwrap();
+        let r = run_bench(&p, crate::progress::recorder(&mut steps)).unwrap();
         crate::progress::assert_followed_plan(&steps);
         for k in [
             "static_share_of_sum",

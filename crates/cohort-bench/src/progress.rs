@@ -57,6 +57,15 @@ impl<F: FnMut(&Step)> Plan<F> {
 /// A callback that ignores progress, for callers with nothing to show.
 pub fn quiet(_: &Step) {}
 
+/// A callback that prints each step on stderr and keeps its `(done, total)` in `steps`, for
+/// tests to check with [`assert_followed_plan`].
+pub fn recorder(steps: &mut Vec<(u64, u64)>) -> impl FnMut(&Step) + '_ {
+    move |s| {
+        eprintln!("{s}");
+        steps.push((s.done, s.total));
+    }
+}
+
 /// Checks that a benchmark's reported steps (`(done, total)`) followed its plan exactly: the
 /// total never changed and every step from the first to the end was reported once. For tests.
 pub fn assert_followed_plan(steps: &[(u64, u64)]) {

@@ -140,7 +140,8 @@ mod tests {
     #[test]
     fn reports_all_three_timers_in_every_repetition() {
         let mut steps = Vec::new();
-        let r = super::run(20, std::time::Duration::from_micros(300), 2, |s| steps.push((s.done, s.total))).unwrap();
+        let r =
+            super::run(20, std::time::Duration::from_micros(300), 2, crate::progress::recorder(&mut steps)).unwrap();
         crate::progress::assert_followed_plan(&steps); // two repetitions of three timers
         assert_eq!(steps.len(), 7);
         assert_eq!((r.samples, r.reps), (20, 2));

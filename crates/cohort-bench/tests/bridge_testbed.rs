@@ -28,11 +28,7 @@ fn ros2_nodes_talk_directly_and_through_the_bridges_with_nothing_lost() {
         ..BridgeParams::default()
     };
     let mut steps = Vec::new();
-    let r = run(&p, |s| {
-        eprintln!("{s}");
-        steps.push((s.done, s.total));
-    })
-    .unwrap_or_else(|e| panic!("bridge bench: {e}"));
+    let r = run(&p, cohort_bench::progress::recorder(&mut steps)).unwrap_or_else(|e| panic!("bridge bench: {e}"));
     cohort_bench::progress::assert_followed_plan(&steps);
     for sys in ["zenoh", "bridge"] {
         let v = &r["systems"][sys];

@@ -18,11 +18,7 @@ fn every_system_completes_over_the_emulated_channel() {
         ..GroupParams::default()
     };
     let mut steps = Vec::new();
-    let r = run(&p, |s| {
-        eprintln!("{s}");
-        steps.push((s.done, s.total));
-    })
-    .unwrap_or_else(|e| panic!("group bench: {e}"));
+    let r = run(&p, cohort_bench::progress::recorder(&mut steps)).unwrap_or_else(|e| panic!("group bench: {e}"));
     cohort_bench::progress::assert_followed_plan(&steps);
     assert_eq!(r["runs"].as_array().map(Vec::len), Some(2), "every run's own report");
     for (k, run) in r["runs"].as_array().unwrap().iter().enumerate() {
