@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cohort._progress import Steps
+
 SECRET = "cohort bindings bench team secret"
 #: Student's t (two-sided 95%) for 1 .. 10 degrees of freedom.
 T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
@@ -201,16 +203,25 @@ def find_cohort(given: str | None) -> str:
 
 
 def bench(
-    cohort_bin: str, count: int, size: int, reps: int, rate_mbps: float, timeout_s: float, pin: bool = False
+    cohort_bin: str,
+    count: int,
+    size: int,
+    reps: int,
+    rate_mbps: float,
+    timeout_s: float,
+    pin: bool = False,
+    json_out: bool = True,
 ) -> dict[str, Any]:
     pins = pin_cpus() if pin else None
     if pin and pins is None:
         raise RuntimeError("--pin needs two CPUs")
     rates: dict[str, list[float]] = {"rust": [], "python": []}
-    for rep in range(reps):
-        order = ["rust", "python"] if rep % 2 == 0 else ["python", "rust"]
-        for kind in order:
-            rates[kind].append(one_pair(kind, cohort_bin, count, size, rate_mbps, timeout_s, pins))
+    with Steps("bindings", 2 * reps, json_out) as steps:
+        for rep in range(reps):
+            order = ["rust", "python"] if rep % 2 == 0 else ["python", "rust"]
+            for kind in order:
+                steps.begin(f"repetition {rep + 1} of {reps}: {kind}")
+                rates[kind].append(one_pair(kind, cohort_bin, count, size, rate_mbps, timeout_s, pins))
     ratios = [p / r for p, r in zip(rates["python"], rates["rust"], strict=True)]
     ratio = mean_ci(ratios)
     return {
@@ -259,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_send(a.port, a.count, a.size, a.rate_mbps, a.timeout_s)), flush=True)
         return 0
     try:
-        r = bench(find_cohort(a.cohort_bin), a.count, a.size, a.reps, a.rate_mbps, a.timeout_s, a.pin)
+        r = bench(find_cohort(a.cohort_bin), a.count, a.size, a.reps, a.rate_mbps, a.timeout_s, a.pin, a.json)
     except (RuntimeError, subprocess.TimeoutExpired) as e:
         print(f"cohort.lrt_rate: {e}", file=sys.stderr)
         return 1

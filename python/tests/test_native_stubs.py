@@ -18,7 +18,7 @@ def test_stubs_match_the_native_module() -> None:
 
 
 def test_public_modules_type_check_against_the_stubs() -> None:
-    modules = ["__init__", "errors", "_aio", "_stop", "lrt", "group", "sim", "medium", "beams"]
+    modules = ["__init__", "errors", "_aio", "_stop", "_progress", "lrt", "group", "sim", "medium", "beams"]
     modules += [f"bridge/{m}" for m in ("__init__", "__main__", "bench", "config", "core", "links", "qos", "wire")]
     files = [str(PYTHON_DIR / "cohort" / f"{m}.py") for m in modules]
     r = subprocess.run(
