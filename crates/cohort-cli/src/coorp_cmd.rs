@@ -6,6 +6,7 @@
 //! secure frames. `cohort coorp status` shows what an agent sees and decided.
 
 use clap::{Args, Subcommand, ValueEnum};
+use cohort_net::preempt::CardSource;
 use cohort_net::preempt::agent::{self, AgentOptions, AgentSnapshot};
 use cohort_proto::preempt::agent::{AgentConfig, Mode, Override, PROTO_TCP};
 use serde_json::{Value, json};
@@ -110,11 +111,14 @@ struct AgentArgs {
     /// the card's drain rate is known).
     #[arg(long, default_value_t = 2.0)]
     lead_ms: f64,
-    /// The file where the robot's card load is published, `PATH:STATION` (a testbed run's
-    /// emulator keeps one per run, `/run/cohort/testbed/RUN/card`, station = node index): the
-    /// bulk is then held as long before each window as the card needs to drain.
+    /// Where the robot's card load is read: `PATH:STATION`, a card file (a testbed run's
+    /// emulator keeps one per run, `/run/cohort/testbed/RUN/card`, station = node index), or
+    /// `mac80211:DIR`, on a real host the debugfs directory of the station the robot sends to
+    /// (`/sys/kernel/debug/ieee80211/phy0/netdev:wlan0/stations/MAC`; its AQL airtime counted
+    /// at --link-mbps). The bulk is then held as long before each window as the card needs to
+    /// drain.
     #[arg(long, value_parser = parse_card)]
-    card: Option<(PathBuf, usize)>,
+    card: Option<CardArg>,
     /// With --card: bytes the card may still hold when a window starts if it drains at the
     /// full --link-mbps (scaled by the share of that rate it drains at).
     #[arg(long, default_value_t = 65_535)]
@@ -154,12 +158,34 @@ fn parse_peer(s: &str) -> Result<(u32, SocketAddrV4), String> {
     Ok((id.parse().map_err(|e| format!("peer id: {e}"))?, addr.parse().map_err(|e| format!("peer address: {e}"))?))
 }
 
-fn parse_card(s: &str) -> Result<(PathBuf, usize), String> {
-    let (path, station) = s.rsplit_once(':').ok_or("expected PATH:STATION")?;
+/// `--card` as given; the link rate completes a mac80211 source.
+#[derive(Debug, Clone, PartialEq)]
+enum CardArg {
+    Shared(PathBuf, usize),
+    Mac80211(PathBuf),
+}
+
+impl CardArg {
+    fn source(&self, link_rate_bps: u64) -> CardSource {
+        match self {
+            CardArg::Shared(path, station) => CardSource::Shared { path: path.clone(), station: *station },
+            CardArg::Mac80211(dir) => CardSource::Mac80211 { station_dir: dir.clone(), rate_bps: link_rate_bps },
+        }
+    }
+}
+
+fn parse_card(s: &str) -> Result<CardArg, String> {
+    if let Some(dir) = s.strip_prefix("mac80211:") {
+        if dir.is_empty() {
+            return Err("expected mac80211:DIR (the directory is empty)".into());
+        }
+        return Ok(CardArg::Mac80211(PathBuf::from(dir)));
+    }
+    let (path, station) = s.rsplit_once(':').ok_or("expected PATH:STATION or mac80211:DIR")?;
     if path.is_empty() {
         return Err("expected PATH:STATION (the path is empty)".into());
     }
-    Ok((PathBuf::from(path), station.parse().map_err(|e| format!("station: {e}"))?))
+    Ok(CardArg::Shared(PathBuf::from(path), station.parse().map_err(|e| format!("station: {e}"))?))
 }
 
 fn default_status(id: u32) -> PathBuf {
@@ -309,7 +335,7 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
         backlog_every: Duration::from_millis(5),
         status_every: Duration::from_millis(200),
         overrides_file: None,
-        card: a.card.clone(),
+        card: a.card.as_ref().map(|c| c.source((a.link_mbps * 1e6) as u64)),
     };
     let path = a.status.clone().unwrap_or_else(|| default_status(a.id));
     let opts = AgentOptions { overrides_file: Some(overrides_path(&path)), ..opts };
@@ -400,5 +426,27 @@ pub fn run(a: &CoorpArgs) -> Result<ExitCode, CoorpError> {
         Which::Agent(x) => agent_cmd(x),
         Which::Status(x) => status_cmd(x),
         Which::Override(x) => override_cmd(x),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn card_sources_parse() {
+        assert_eq!(
+            parse_card("/run/cohort/testbed/w/card:2"),
+            Ok(CardArg::Shared("/run/cohort/testbed/w/card".into(), 2))
+        );
+        let dir = "/sys/kernel/debug/ieee80211/phy0/netdev:wlan0/stations/02:00:00:00:00:01";
+        assert_eq!(parse_card(&format!("mac80211:{dir}")), Ok(CardArg::Mac80211(dir.into())));
+        assert_eq!(
+            CardArg::Mac80211(dir.into()).source(40_000_000),
+            CardSource::Mac80211 { station_dir: dir.into(), rate_bps: 40_000_000 }
+        );
+        for bad in ["mac80211:", "card", ":1", "card:x"] {
+            assert!(parse_card(bad).is_err(), "{bad}");
+        }
     }
 }

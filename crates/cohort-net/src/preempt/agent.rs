@@ -11,7 +11,7 @@
 //!   secure frame of kind `PREEMPT` under the team key, sent as CS6 (network control, AC_VO,
 //!   past the gate).
 //!
-//! * a [`CardProbe`], where one is given, shows it what the robot's card holds, every
+//! * a [`CardReader`], where one is given, shows it what the robot's card holds, every
 //!   [`AgentConfig::card_every`](cohort_proto::preempt::agent::AgentConfig::card_every), so the
 //!   local half holds the bulk as long before each window as the card needs to drain.
 //!
@@ -19,7 +19,7 @@
 //! deadline; the gate's backlog is read every [`AgentOptions::backlog_every`].
 
 use super::bulk::{BulkRequest, WirePermit};
-use super::card::{CardError, CardProbe};
+use super::card::{CardError, CardReader, CardSource};
 use super::gate::{BulkGate, GateConfig, GateError, GateStats};
 use super::marker::{Marker, MarkerError};
 use super::observer::{Observer, ObserverStats};
@@ -66,9 +66,10 @@ pub struct AgentOptions {
     /// A file of verdicts the user forces while the agent runs (`cohort coorp override`): one
     /// `PORT ls|bulk` per line, read when it changes, on top of `config.overrides`.
     pub overrides_file: Option<PathBuf>,
-    /// Where the robot's card load is published and which station of it this robot is
-    /// ([`super::card`]); `None`: the fixed lead.
-    pub card: Option<(PathBuf, usize)>,
+    /// Where the robot's card load is read: a card file and this robot's station in it
+    /// ([`super::card`]), or the station's mac80211 debugfs directory ([`super::mac80211`]);
+    /// `None`: the fixed lead.
+    pub card: Option<CardSource>,
 }
 
 /// Parses an overrides file: `PORT ls|bulk` per line (`#` comments, blank lines); the bad
@@ -252,7 +253,7 @@ pub fn run(
 ) -> Result<AgentSnapshot, AgentError> {
     let key = TeamKey::derive(&opts.team_secret, opts.team_id).map_err(|e| AgentError::Config(e.to_string()))?;
     let mut card = match &opts.card {
-        Some((path, station)) if opts.config.mode.local() => Some(CardProbe::open(path, *station)?),
+        Some(source) if opts.config.mode.local() => Some(CardReader::open(source)?),
         _ => None,
     };
     // The claim is also where Cohort's bulk senders ask for permits (`super::bulk`).

@@ -347,3 +347,39 @@ mod tests {
         drop((old, new));
     }
 }
+
+/// Where an agent reads what its robot's card holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CardSource {
+    /// A card file ([`CardBoard`]): the testbed's emulator, or a driver shim; station index.
+    Shared { path: PathBuf, station: usize },
+    /// A real host's mac80211 debugfs directory of the station the robot sends to
+    /// ([`super::mac80211`]); airtime converted to bytes at `rate_bps`.
+    Mac80211 { station_dir: PathBuf, rate_bps: u64 },
+}
+
+/// The reader of a [`CardSource`].
+#[derive(Debug)]
+pub enum CardReader {
+    Shared(CardProbe),
+    Mac80211(super::mac80211::DebugfsCard),
+}
+
+impl CardReader {
+    pub fn open(source: &CardSource) -> Result<Self, CardError> {
+        Ok(match source {
+            CardSource::Shared { path, station } => CardReader::Shared(CardProbe::open(path, *station)?),
+            CardSource::Mac80211 { station_dir, rate_bps } => {
+                CardReader::Mac80211(super::mac80211::DebugfsCard::open(station_dir, *rate_bps)?)
+            }
+        })
+    }
+
+    /// What the card holds now and has completed so far.
+    pub fn read(&mut self) -> Result<CardLoad, CardError> {
+        match self {
+            CardReader::Shared(p) => p.read(),
+            CardReader::Mac80211(d) => d.read(),
+        }
+    }
+}
