@@ -60,10 +60,19 @@ fn a_second_agent_on_the_device_and_a_short_secret_are_refused() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("junk"), [0u8; 128]).unwrap();
     let _board = cohort_net::preempt::CardBoard::create(&dir.join("card"), 2).unwrap();
+    // A real host's station directory in mac80211's debugfs formats, one with a garbled file.
+    let (station, garbled) = (dir.join("sta"), dir.join("sta-garbled"));
+    for (d, aql) in [(&station, MAC80211_AQL), (&garbled, "Q depth: unknown\n")] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("aql"), aql).unwrap();
+        std::fs::write(d.join("airtime"), "RX: 10 us\nTX: 2000 us\nWeight: 256\n").unwrap();
+    }
     for (card, says) in [
         (format!("{}:0", dir.join("junk").display()), "is not a card file"),
         (format!("{}:5", dir.join("card").display()), "station 5 does not exist"),
         (format!("{}:0", dir.join("absent").display()), "No such file"),
+        (format!("mac80211:{}", dir.join("absent").display()), "No such file"),
+        (format!("mac80211:{}", garbled.display()), "Q depth"),
     ] {
         let out = pair.agent(&["--mode", "local", "--card", &card], &status).output().unwrap();
         assert!(!out.status.success());
@@ -75,10 +84,20 @@ fn a_second_agent_on_the_device_and_a_short_secret_are_refused() {
     let unused = pair.agent(&["--mode", "global", "--card", &card], &status).output().unwrap();
     assert!(!unused.status.success());
     assert!(String::from_utf8_lossy(&unused.stderr).contains("--mode global holds none"), "{unused:?}");
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(first.wait().unwrap().success());
+    // The real host's card reads: 11 744 µs of AQL airtime at --link-mbps 50 is 73 400 bytes.
+    let card = format!("mac80211:{}", station.display());
+    let run = pair.agent(&["--mode", "local", "--card", &card, "--duration-s", "1"], &status).output().unwrap();
+    assert!(run.status.success(), "{run:?}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&status).unwrap()).unwrap();
+    assert_eq!(v["card"]["pending_bytes"], 73_400, "{v}");
+    let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_file(&status);
 }
+
+/// `aql` as mac80211 writes it (net/mac80211/debugfs_sta.c).
+const MAC80211_AQL: &str = "Q depth: VO: 0 us VI: 0 us BE: 11744 us BK: 0 us\n\
+                            Q limit[low/high]: VO: 5000/12000 VI: 5000/12000 BE: 5000/12000 BK: 5000/12000\n";
 
 /// Three robots and a ground station on one bridge. The agents form the team's group; robots 2
 /// and 3 upload to the ground station under the bulk token; robot 1, the coordinator and so the
