@@ -21,7 +21,8 @@
 //! at the link's rate `R` (`--link-mbps`), the queue's backlog is in bytes already: the drain
 //! time comes out as pending airtime over completed airtime per second, exact in airtime
 //! whatever `R` is, plus the backlog at the card's measured byte rate. Needs root (debugfs)
-//! and a kernel with AQL (5.7 and later; `aql` absent: a typed error at start).
+//! and a kernel with AQL; kernels that print the `Q depth` line in `airtime` (before `aql`
+//! was split out of it) are read from there, and a station with neither is refused at start.
 
 use super::card::{CardError, CardLoad};
 use std::path::{Path, PathBuf};
@@ -77,6 +78,8 @@ pub struct DebugfsCard {
     dir: PathBuf,
     rate_bps: u64,
     aqm: bool,
+    /// Whether the `Q depth` line is in its own `aql` file (else in `airtime`).
+    aql: bool,
 }
 
 impl DebugfsCard {
@@ -86,8 +89,8 @@ impl DebugfsCard {
         if rate_bps == 0 {
             return Err(malformed(dir, "a link rate of 0 turns no airtime into bytes"));
         }
-        let mut c = DebugfsCard { dir: dir.to_path_buf(), rate_bps, aqm: false };
-        c.aqm = std::fs::metadata(dir.join("aqm")).is_ok();
+        let has = |name: &str| std::fs::metadata(dir.join(name)).is_ok();
+        let mut c = DebugfsCard { dir: dir.to_path_buf(), rate_bps, aqm: has("aqm"), aql: has("aql") };
         c.read()?;
         Ok(c)
     }
@@ -106,11 +109,11 @@ impl DebugfsCard {
     /// backlog; sent = the completed airtime at the link rate. Frames: the queue's backlog
     /// only (mac80211 counts no completed frames per station).
     pub fn read(&mut self) -> Result<CardLoad, CardError> {
-        let (path, aql) = self.text("aql")?;
-        let depth =
-            parse_aql(&aql).ok_or_else(|| malformed(&path, "no `Q depth: VO: .. us VI: .. BE: .. BK: .. us` line"))?;
         let (path, airtime) = self.text("airtime")?;
         let tx = parse_airtime_tx(&airtime).ok_or_else(|| malformed(&path, "no `TX: .. us` line"))?;
+        let (path, aql) = if self.aql { self.text("aql")? } else { (path, airtime) };
+        let depth =
+            parse_aql(&aql).ok_or_else(|| malformed(&path, "no `Q depth: VO: .. us VI: .. BE: .. BK: .. us` line"))?;
         let (backlog_bytes, backlog_frames) = if self.aqm {
             let (path, aqm) = self.text("aqm")?;
             parse_aqm_backlog(&aqm)
@@ -182,6 +185,14 @@ mod tests {
         assert_eq!(c.read().unwrap().pending_bytes, 58_720 + 31_794);
         std::fs::write(dir.join("aql"), "garbage").unwrap();
         assert!(matches!(c.read(), Err(CardError::NotACardFile { .. })));
+        // An older kernel: no `aql` file, the Q depth in `airtime`.
+        std::fs::remove_file(dir.join("aql")).unwrap();
+        let old = "RX: 5 us\nTX: 8 us\nWeight: 256\nDeficit: VO: 0 us VI: 0 us BE: 0 us BK: 0 us\n\
+                   Q depth: VO: 0 us VI: 0 us BE: 16 us BK: 0 us\n";
+        std::fs::write(dir.join("airtime"), old).unwrap();
+        let mut c = DebugfsCard::open(&dir, 40_000_000).unwrap();
+        let l = c.read().unwrap();
+        assert_eq!((l.pending_bytes, l.sent_bytes), (80 + 31_794, 40));
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(matches!(c.read(), Err(CardError::Io { .. })), "a station gone (disassociated) is an error");
         assert!(DebugfsCard::open(&dir, 40_000_000).is_err());
