@@ -183,6 +183,7 @@ class GroupSocket:
         max_payload: int = 60000,
         start_grace: float = 0.0,
         early_repair: bool = False,
+        broadcast_copies: int = 1,
     ) -> GroupSocket: ...
     @property
     def pid(self) -> int: ...

@@ -45,6 +45,7 @@ class GroupSocket:
         max_payload: int = 60000,
         start_grace: float = 0.0,
         early_repair: bool = False,
+        broadcast_copies: int = 1,
     ) -> GroupSocket:
         """Binds ``local`` (``"ip:port"``, this member's address on the team's port) and the
         team's ``broadcast`` address (same port), and starts the member.
@@ -57,7 +58,9 @@ class GroupSocket:
         ``start_grace`` (seconds, static group only) gives the other members that long more
         before they are suspected, for a team whose members do not all start at once;
         ``early_repair`` makes a coordinator ask the members still missing again as soon as the
-        last slot's reply arrives, not at the round's deadline (for lossy or busy channels).
+        last slot's reply arrives, not at the round's deadline (for lossy or busy channels);
+        ``broadcast_copies`` (1 to 4) sends every broadcast that many times back to back, as
+        802.11 never retries a broadcast (for a channel shared with bulk traffic).
         """
         return cls(
             _native.GroupSocket.open(
@@ -76,6 +79,7 @@ class GroupSocket:
                 max_payload=max_payload,
                 start_grace=start_grace,
                 early_repair=early_repair,
+                broadcast_copies=broadcast_copies,
             )
         )
 

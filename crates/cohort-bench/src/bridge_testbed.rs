@@ -102,6 +102,8 @@ pub struct BridgeParams {
     pub systems: Vec<System>,
     /// The bridges' `query_proc_t`.
     pub query_proc: Duration,
+    /// The bridges' `broadcast_copies` (each group broadcast sent that many times).
+    pub broadcast_copies: u8,
     /// The interpreter that runs the Python parts.
     pub python: String,
 }
@@ -119,6 +121,7 @@ impl Default for BridgeParams {
             reps: 3,
             systems: System::ALL.to_vec(),
             query_proc: Duration::from_millis(10),
+            broadcast_copies: 1,
             python: "python3".into(),
         }
     }
@@ -144,6 +147,9 @@ impl BridgeParams {
         }
         if self.systems.is_empty() {
             return Err("--systems names none".into());
+        }
+        if !(1..=4).contains(&self.broadcast_copies) {
+            return Err("--broadcast-copies must lie in 1..=4".into());
         }
         Ok(())
     }
@@ -179,7 +185,7 @@ fn bridge_config(
     broadcast: IpAddr,
     ports: &Ports,
     system: System,
-    timing: (Duration, Duration),
+    timing: (Duration, Duration, u8),
 ) -> String {
     let mut t = format!(
         "[robot]\npid = {}\naddress = \"{}\"\n\n[team]\nid = 7\nsecret_env = \"COHORT_TEAM_SECRET\"\n\
@@ -201,7 +207,12 @@ fn bridge_config(
         t += "priority = \"real_time\"\n";
     }
     t += &format!("\n[[query]]\nkey = \"{QUERY_KEY}\"\ntimeout_s = 2.0\n\n");
-    t += &format!("[timing]\nmsg_t = {:.6}\nquery_proc_t = {:.6}\n", timing.0.as_secs_f64(), timing.1.as_secs_f64());
+    t += &format!(
+        "[timing]\nmsg_t = {:.6}\nquery_proc_t = {:.6}\nbroadcast_copies = {}\n",
+        timing.0.as_secs_f64(),
+        timing.1.as_secs_f64(),
+        timing.2
+    );
     t
 }
 
@@ -347,7 +358,7 @@ fn start_bridges(
     system: System,
     life: Duration,
 ) -> Result<Vec<Proc>, String> {
-    let timing = (msg_t(team.tb.scenario()), p.query_proc);
+    let timing = (msg_t(team.tb.scenario()), p.query_proc, p.broadcast_copies);
     (0..team.names.len())
         .map(|k| {
             let path = team.dir.join(format!("robot{}.toml", k + 1));
@@ -630,6 +641,7 @@ pub fn run(p: &BridgeParams, progress: impl FnMut(&Step)) -> Result<Value, Strin
             "request_len": REQUEST_LEN, "bulk": p.bulk, "reps": p.reps,
             "msg_t_ms": round(msg_t(s).as_secs_f64() * 1e3, 3),
             "query_proc_t_ms": round(p.query_proc.as_secs_f64() * 1e3, 3),
+            "broadcast_copies": p.broadcast_copies,
             "topic": TOPIC, "type": "geometry_msgs/msg/TwistStamped",
         },
         "systems": pooled["systems"],
@@ -669,6 +681,7 @@ mod tests {
             (BridgeParams { rate_hz: 0.0, ..BridgeParams::default() }, "--rate-hz"),
             (BridgeParams { messages: 0, ..BridgeParams::default() }, "--messages"),
             (BridgeParams { reply_len: 0, ..BridgeParams::default() }, "--reply-len"),
+            (BridgeParams { broadcast_copies: 5, ..BridgeParams::default() }, "--broadcast-copies"),
             (BridgeParams { systems: vec![], ..BridgeParams::default() }, "--systems"),
         ] {
             assert!(p.check().unwrap_err().contains(opt), "{opt}");
@@ -682,12 +695,13 @@ mod tests {
         let addrs: Vec<IpAddr> = ["10.78.0.1", "10.78.0.2", "10.78.0.3"].iter().map(|a| a.parse().unwrap()).collect();
         let ports = Ports::of_run(3);
         let b = "10.78.0.255".parse().unwrap();
-        let timing = (Duration::from_micros(1100), Duration::from_millis(10));
+        let timing = (Duration::from_micros(1100), Duration::from_millis(10), 2);
         let marked = bridge_config(1, &addrs, b, &ports, System::Bridge, timing);
         assert!(marked.contains("pid = 2\naddress = \"10.78.0.2\""));
         assert_eq!(marked.matches("[[peer]]").count(), 2);
         assert!(marked.contains("priority = \"real_time\""));
         assert!(marked.contains("msg_t = 0.001100"));
+        assert!(marked.contains("broadcast_copies = 2"));
         let plain = bridge_config(1, &addrs, b, &ports, System::BridgeSamplePriority, timing);
         assert!(!plain.contains("priority"));
         // Every run's ports are its own and the LRT range (lrt_port + 4·pid + class) stays clear.

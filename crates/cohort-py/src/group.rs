@@ -243,7 +243,7 @@ impl PyGroupSocket {
     #[staticmethod]
     #[pyo3(signature = (local, broadcast, *, secret, team, pid, members=None, incarnation=None, dscp=None,
         allow_fragmentation=false, msg_t=0.03, fault_detect_t=1.0, heartbeat_t=0.25, max_payload=60000,
-        start_grace=0.0, early_repair=false))]
+        start_grace=0.0, early_repair=false, broadcast_copies=1))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -262,6 +262,7 @@ impl PyGroupSocket {
         max_payload: usize,
         start_grace: f64,
         early_repair: bool,
+        broadcast_copies: u8,
     ) -> PyResult<Self> {
         let (local, broadcast) = (errors::address(local)?, errors::address(broadcast)?);
         let mut cfg = GroupConfig::new(&*secret, team, pid, local, broadcast);
@@ -278,6 +279,7 @@ impl PyGroupSocket {
         cfg.group.max_payload = max_payload;
         cfg.group.start_grace = errors::seconds("start_grace", start_grace)?;
         cfg.group.early_repair = early_repair;
+        cfg.group.broadcast_copies = broadcast_copies;
         let start = match (members, incarnation) {
             (Some(_), Some(_)) => {
                 return Err(Error::config(
@@ -499,6 +501,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &GroupSocketStats) -> PyResult<Bound<'py,
         suspicions,
         requests_handled,
         early_repairs,
+        broadcast_copies,
         joins_refused
     );
     let d = PyDict::new(py);

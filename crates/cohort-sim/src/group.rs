@@ -221,7 +221,10 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
     let n = members + outsiders;
     // Half the seeds run the coordinator's early repair (from the seed, so the draws of the
     // other half stay what they were).
-    let cfg = Config { early_repair: sc.protocol.early_repair || seed % 2 == 1, ..sc.protocol };
+    // Half the seeds repair early, and half (crosswise) send every broadcast twice.
+    let copies = if (seed / 2) % 2 == 1 { sc.protocol.broadcast_copies.max(2) } else { sc.protocol.broadcast_copies };
+    let cfg =
+        Config { early_repair: sc.protocol.early_repair || seed % 2 == 1, broadcast_copies: copies, ..sc.protocol };
     let initial: Vec<u32> = (1..=members as u32).collect();
     let mut procs: BTreeMap<u32, Proc> = BTreeMap::new();
     for pid in 1..=n as u32 {

@@ -116,6 +116,7 @@ class TimingConfig:
     join_t: float = 0.05
     start_grace_s: float = 5.0
     early_repair: bool = True
+    broadcast_copies: int = 1
     close_timeout_s: float = 10.0
 
 
@@ -362,6 +363,7 @@ def parse_config(text: str, *, path: str | None = None, base: Path | None = None
         join_t=tt.number("join_t", d.join_t, lo=0.001, hi=60),
         start_grace_s=tt.number("start_grace_s", d.start_grace_s, lo=0.0, hi=3600),
         early_repair=tt.get("early_repair", bool, d.early_repair, what="true or false"),
+        broadcast_copies=tt.integer("broadcast_copies", d.broadcast_copies, lo=1, hi=4),
         close_timeout_s=tt.number("close_timeout_s", d.close_timeout_s, lo=0.1, hi=600),
     )
     tt.done()

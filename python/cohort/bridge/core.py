@@ -197,6 +197,7 @@ class Bridge:
             heartbeat_t=t.heartbeat_t,
             start_grace=t.start_grace_s,
             early_repair=t.early_repair,
+            broadcast_copies=t.broadcast_copies,
         )
         for peer in cfg.peers:
             for c in CLASSES:

@@ -328,6 +328,12 @@ impl Member {
             Dest::Unicast(_) => self.stats.unicasts_sent += 1,
         }
         self.last_sent = Some(now);
+        if dest == Dest::Broadcast {
+            for _ in 1..self.cfg.broadcast_copies {
+                self.stats.broadcast_copies += 1;
+                self.out.push_back((dest, b.clone()));
+            }
+        }
         self.out.push_back((dest, b));
     }
 

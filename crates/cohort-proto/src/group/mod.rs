@@ -117,6 +117,13 @@ pub struct Config {
     /// cost one request frame. A round whose last reply is lost still waits for its deadline.
     /// Default off (Alg. 2 as written).
     pub early_repair: bool,
+    /// Each broadcast goes out this many times back to back (1 to 4). 802.11 never retries a
+    /// broadcast, so beside a saturating upload a request or a reply lost to a collision costs
+    /// a repair round (`MsgT` or more); a second copy contends anew, after its own backoff,
+    /// and is lost with it only if both are. Receivers keep the first copy (every message is
+    /// idempotent: duplicates are what the protocol already tolerates from the network).
+    /// Unicasts are retried by the MAC and go once. Default 1 (Alg. 1-6 as written).
+    pub broadcast_copies: u8,
 }
 
 impl Default for Config {
@@ -128,6 +135,7 @@ impl Default for Config {
             max_payload: 60_000,
             start_grace: Duration::ZERO,
             early_repair: false,
+            broadcast_copies: 1,
         }
     }
 }
@@ -141,6 +149,8 @@ pub enum ConfigError {
     Heartbeat { heartbeat_t: Duration, fault_detect_t: Duration },
     #[error("max_payload {0} above 65 000")]
     Payload(usize),
+    #[error("broadcast_copies {0} outside 1..=4")]
+    Copies(u8),
 }
 
 impl Config {
@@ -153,6 +163,9 @@ impl Config {
         }
         if self.max_payload > 65_000 {
             return Err(ConfigError::Payload(self.max_payload));
+        }
+        if !(1..=4).contains(&self.broadcast_copies) {
+            return Err(ConfigError::Copies(self.broadcast_copies));
         }
         Ok(())
     }
@@ -331,6 +344,8 @@ pub struct Stats {
     pub requests_handled: u64,
     /// Request rounds this coordinator started early ([`Config::early_repair`]).
     pub early_repairs: u64,
+    /// Extra copies of broadcasts sent ([`Config::broadcast_copies`]).
+    pub broadcast_copies: u64,
     /// Joiners refused because their pid would make the group span more pids than reply
     /// slots can address (`cohort_wire::group::MAX_SPAN`).
     pub joins_refused: u64,

@@ -677,3 +677,28 @@ fn a_pid_too_far_from_the_group_is_refused_not_silently_dropped() {
         Err(InitError::Span { lo: 1, hi }) if hi == far
     ));
 }
+
+#[test]
+fn every_broadcast_goes_out_as_many_times_as_configured() {
+    assert!(Config { broadcast_copies: 0, ..cfg() }.validate().is_err());
+    assert!(Config { broadcast_copies: 5, ..cfg() }.validate().is_err());
+    let now = Instant::from_millis(0);
+    let sent = |copies: u8| {
+        let mut m = Member::with_group(Config { broadcast_copies: copies, ..cfg() }, 1, &[1, 2, 3], now).unwrap();
+        m.request_reply(now, &[2, 3], b"wedge".to_vec(), 5 * MS).unwrap();
+        let mut buf = vec![0u8; Member::MAX_DATAGRAM];
+        let mut sent = Vec::new();
+        while let Some(t) = m.poll_transmit(now, &mut buf) {
+            sent.push((t.dest, buf[..t.len].to_vec()));
+        }
+        (sent, m.stats().broadcast_copies)
+    };
+    let (once, extra) = sent(1);
+    assert_eq!(extra, 0);
+    let (twice, extra) = sent(2);
+    assert_eq!(extra as usize, once.len());
+    // Each message of the single run, twice in a row.
+    let doubled: Vec<_> = once.iter().flat_map(|m| [m.clone(), m.clone()]).collect();
+    assert_eq!(twice, doubled);
+    assert!(once.iter().all(|(d, _)| *d == Dest::Broadcast));
+}
