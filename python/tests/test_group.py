@@ -111,6 +111,28 @@ def test_a_request_knows_its_age(group: list[GroupSocket]) -> None:
     assert group[0].wait_replies(rid, timeout=WAIT).replies == {2: b"pong"}
 
 
+def test_broadcast_copies_are_sent_and_each_message_handled_once() -> None:
+    port = free_port()
+    pids = [1, 2, 3]
+    g = [open_member(p, port, pids, broadcast_copies=2) for p in pids]
+    stop = threading.Event()
+    handled: list[int] = []
+    threads = [serve(s, stop, handled) for s in g[1:]]
+    try:
+        out = g[0].request_reply([2, 3], b"hi", timeout=WAIT)
+        assert out.replies == {2: b"2:hi", 3: b"3:hi"}
+        assert g[0].stats()["member"]["broadcast_copies"] >= 1
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(WAIT)
+        for s in g:
+            s.close()
+    assert handled == [1, 1], "each member handled the request once, copies or not"
+    with pytest.raises(cohort.ConfigError):
+        open_member(4, free_port(), [4], broadcast_copies=5)
+
+
 def test_early_repair_members_answer_as_usual() -> None:
     port = free_port()
     pids = [1, 2, 3]

@@ -102,8 +102,9 @@ pub struct BridgeParams {
     pub systems: Vec<System>,
     /// The bridges' `query_proc_t`.
     pub query_proc: Duration,
-    /// The bridges' `broadcast_copies` (each group broadcast sent that many times).
-    pub broadcast_copies: u8,
+    /// The bridges' `broadcast_copies` (each group broadcast sent that many times; `None`:
+    /// the bridge's default).
+    pub broadcast_copies: Option<u8>,
     /// The interpreter that runs the Python parts.
     pub python: String,
 }
@@ -121,7 +122,7 @@ impl Default for BridgeParams {
             reps: 3,
             systems: System::ALL.to_vec(),
             query_proc: Duration::from_millis(10),
-            broadcast_copies: 1,
+            broadcast_copies: None,
             python: "python3".into(),
         }
     }
@@ -148,7 +149,7 @@ impl BridgeParams {
         if self.systems.is_empty() {
             return Err("--systems names none".into());
         }
-        if !(1..=4).contains(&self.broadcast_copies) {
+        if self.broadcast_copies.is_some_and(|c| !(1..=4).contains(&c)) {
             return Err("--broadcast-copies must lie in 1..=4".into());
         }
         Ok(())
@@ -185,7 +186,7 @@ fn bridge_config(
     broadcast: IpAddr,
     ports: &Ports,
     system: System,
-    timing: (Duration, Duration, u8),
+    timing: (Duration, Duration, Option<u8>),
 ) -> String {
     let mut t = format!(
         "[robot]\npid = {}\naddress = \"{}\"\n\n[team]\nid = 7\nsecret_env = \"COHORT_TEAM_SECRET\"\n\
@@ -207,12 +208,10 @@ fn bridge_config(
         t += "priority = \"real_time\"\n";
     }
     t += &format!("\n[[query]]\nkey = \"{QUERY_KEY}\"\ntimeout_s = 2.0\n\n");
-    t += &format!(
-        "[timing]\nmsg_t = {:.6}\nquery_proc_t = {:.6}\nbroadcast_copies = {}\n",
-        timing.0.as_secs_f64(),
-        timing.1.as_secs_f64(),
-        timing.2
-    );
+    t += &format!("[timing]\nmsg_t = {:.6}\nquery_proc_t = {:.6}\n", timing.0.as_secs_f64(), timing.1.as_secs_f64());
+    if let Some(c) = timing.2 {
+        t += &format!("broadcast_copies = {c}\n");
+    }
     t
 }
 
@@ -681,7 +680,7 @@ mod tests {
             (BridgeParams { rate_hz: 0.0, ..BridgeParams::default() }, "--rate-hz"),
             (BridgeParams { messages: 0, ..BridgeParams::default() }, "--messages"),
             (BridgeParams { reply_len: 0, ..BridgeParams::default() }, "--reply-len"),
-            (BridgeParams { broadcast_copies: 5, ..BridgeParams::default() }, "--broadcast-copies"),
+            (BridgeParams { broadcast_copies: Some(5), ..BridgeParams::default() }, "--broadcast-copies"),
             (BridgeParams { systems: vec![], ..BridgeParams::default() }, "--systems"),
         ] {
             assert!(p.check().unwrap_err().contains(opt), "{opt}");
@@ -695,7 +694,7 @@ mod tests {
         let addrs: Vec<IpAddr> = ["10.78.0.1", "10.78.0.2", "10.78.0.3"].iter().map(|a| a.parse().unwrap()).collect();
         let ports = Ports::of_run(3);
         let b = "10.78.0.255".parse().unwrap();
-        let timing = (Duration::from_micros(1100), Duration::from_millis(10), 2);
+        let timing = (Duration::from_micros(1100), Duration::from_millis(10), Some(2));
         let marked = bridge_config(1, &addrs, b, &ports, System::Bridge, timing);
         assert!(marked.contains("pid = 2\naddress = \"10.78.0.2\""));
         assert_eq!(marked.matches("[[peer]]").count(), 2);

@@ -321,9 +321,10 @@ struct BridgeArgs {
     /// The bridges' `query_proc_t` (a robot's time to answer in its own session), ms.
     #[arg(long, default_value_t = 10.0)]
     query_proc_ms: f64,
-    /// The bridges' `broadcast_copies`: each group broadcast sent that many times (1-4).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
-    broadcast_copies: u8,
+    /// The bridges' `broadcast_copies`: each group broadcast sent that many times (1-4;
+    /// default: the bridge's own default).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=4))]
+    broadcast_copies: Option<u8>,
     /// Write the chart here, and the JSON next to it (`.json`).
     #[arg(long)]
     plot: Option<PathBuf>,

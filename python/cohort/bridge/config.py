@@ -116,7 +116,9 @@ class TimingConfig:
     join_t: float = 0.05
     start_grace_s: float = 5.0
     early_repair: bool = True
-    broadcast_copies: int = 1
+    # Each group broadcast twice: 802.11 never retries a broadcast, and beside an upload a lost
+    # request or reply costs a repair round (docs/bridge.md, "Two copies of each broadcast").
+    broadcast_copies: int = 2
     close_timeout_s: float = 10.0
 
 
