@@ -7,6 +7,7 @@ import asyncio
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -111,44 +112,40 @@ def test_a_request_knows_its_age(group: list[GroupSocket]) -> None:
     assert group[0].wait_replies(rid, timeout=WAIT).replies == {2: b"pong"}
 
 
-def test_broadcast_copies_are_sent_and_each_message_handled_once() -> None:
+@contextmanager
+def serving_team(handled: list[int], **kw: object) -> Iterator[list[GroupSocket]]:
+    """Members 1-3 opened with `kw`, 2 and 3 answering every request; all closed after."""
     port = free_port()
     pids = [1, 2, 3]
-    g = [open_member(p, port, pids, broadcast_copies=2) for p in pids]
+    g = [open_member(p, port, pids, **kw) for p in pids]
     stop = threading.Event()
-    handled: list[int] = []
     threads = [serve(s, stop, handled) for s in g[1:]]
     try:
-        out = g[0].request_reply([2, 3], b"hi", timeout=WAIT)
-        assert out.replies == {2: b"2:hi", 3: b"3:hi"}
-        assert g[0].stats()["member"]["broadcast_copies"] >= 1
+        yield g
     finally:
         stop.set()
         for t in threads:
             t.join(WAIT)
         for s in g:
             s.close()
+
+
+def test_broadcast_copies_are_sent_and_each_message_handled_once() -> None:
+    handled: list[int] = []
+    with serving_team(handled, broadcast_copies=2) as g:
+        out = g[0].request_reply([2, 3], b"hi", timeout=WAIT)
+        assert out.replies == {2: b"2:hi", 3: b"3:hi"}
+        assert g[0].stats()["member"]["broadcast_copies"] >= 1
     assert handled == [1, 1], "each member handled the request once, copies or not"
     with pytest.raises(cohort.ConfigError):
         open_member(4, free_port(), [4], broadcast_copies=5)
 
 
 def test_early_repair_members_answer_as_usual() -> None:
-    port = free_port()
-    pids = [1, 2, 3]
-    g = [open_member(p, port, pids, early_repair=True) for p in pids]
-    stop = threading.Event()
-    threads = [serve(s, stop, []) for s in g[1:]]
-    try:
+    with serving_team([], early_repair=True) as g:
         out = g[0].request_reply([2, 3], b"hi", timeout=WAIT)
         assert out.replies == {2: b"2:hi", 3: b"3:hi"} and out.broadcasts == 1
         assert g[0].stats()["member"]["early_repairs"] == 0  # nothing lost on loopback
-    finally:
-        stop.set()
-        for t in threads:
-            t.join(WAIT)
-        for s in g:
-            s.close()
 
 
 def test_async_request_reply(group: list[GroupSocket]) -> None:
