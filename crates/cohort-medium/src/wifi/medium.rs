@@ -3,7 +3,8 @@
 use super::nic::IN_HOST;
 use super::phy::{MAC_OVERHEAD_BYTES, QOS_MAC_OVERHEAD_BYTES};
 use super::types::{
-    AcStats, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_PREAMBLE_DETECTION, StationConfig, Timing,
+    AcStats, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_MSDU_LIFETIME, NS3_PREAMBLE_DETECTION,
+    StationConfig, Timing,
 };
 use super::{Ac, EdcaParams, Phy};
 use cohort_time::Instant;
@@ -52,6 +53,11 @@ struct Frame<H> {
     /// Under [`NicProfile::SharedTx`](super::NicProfile::SharedTx): its rank in the card's
     /// transmit path once handed over, `IN_HOST` or `IN_HANDOFF` before. 0 under `PerAc`.
     ticket: u64,
+    /// When the frame was handed to the MAC (its MSDU lifetime counts from here).
+    enqueued: Instant,
+    /// Put on the air at least once and not acknowledged: in flight under a block-ack
+    /// agreement, so dropping it moves the recipient's window only by a BlockAckReq.
+    sent: bool,
 }
 
 impl<H> AcState<H> {
@@ -189,6 +195,9 @@ pub struct Medium<H> {
     cca_delay: Duration,
     ack_timeout: bool,
     cf_end: bool,
+    /// How long a frame may wait for its (re)transmission before it is discarded
+    /// (dot11EDCATableMSDULifetime); `None`: forever.
+    msdu_lifetime: Option<Duration>,
     /// Senders of failed frames in the current exchange, and when they gave up on the ACK.
     timed_out: Vec<(usize, usize, Instant)>,
     /// EDCA (QoS) stations decrement once more when interrupted; see `transmit`.
@@ -265,6 +274,7 @@ impl<H: Clone> Medium<H> {
             cca_delay: Duration::ZERO,
             ack_timeout: false,
             cf_end: true,
+            msdu_lifetime: None,
             timed_out: Vec::new(),
             // A channel whose four categories share one parameter set is legacy DCF.
             qos: !edca.iter().all(|e| *e == edca[0]),
@@ -357,12 +367,12 @@ impl<H: Clone> Medium<H> {
     /// Applies a [`Timing`] preset.
     pub fn with_timing(self, timing: Timing) -> Self {
         match timing {
-            Timing::Bianchi => self.with_eifs(false).with_ack_timeout(false),
-            Timing::Standard => self.with_eifs(true).with_ack_timeout(true),
+            Timing::Bianchi => self.with_eifs(false).with_ack_timeout(false).with_msdu_lifetime(None),
+            Timing::Standard => self.with_eifs(true).with_ack_timeout(true).with_msdu_lifetime(None),
             Timing::Ns3 => {
                 // Keeps the received powers of `with_preamble_detection`, if already given.
                 let m = if matches!(self.eifs, Eifs::Detected(_)) { self } else { self.with_eifs(false) };
-                m.with_ack_timeout(true).with_cca_delay(NS3_CCA_DELAY)
+                m.with_ack_timeout(true).with_cca_delay(NS3_CCA_DELAY).with_msdu_lifetime(Some(NS3_MSDU_LIFETIME))
             }
         }
     }
@@ -374,6 +384,20 @@ impl<H: Clone> Medium<H> {
     /// send one.
     pub fn with_cf_end(mut self, on: bool) -> Self {
         self.cf_end = on;
+        self
+    }
+
+    /// Discards a frame that has waited longer than `lifetime` since it was enqueued when its
+    /// station next wins the channel, retransmissions included (802.11's
+    /// dot11EDCATableMSDULifetime, 500 TU by default, 10.22.2.12; ns-3 3.44's
+    /// `WifiMacQueue` `MaxDelay`, 500 ms, which [`Timing::Ns3`] sets). A discarded frame that
+    /// was already on the air under a block-ack agreement leaves a hole the recipient's window
+    /// must skip, so a BlockAckReq goes first, as ns-3's `BlockAckManager` schedules one for
+    /// every discarded in-flight MPDU. `None` (the default, and Linux's behaviour): frames
+    /// wait as long as the queue holds them. Set it after [`Medium::with_timing`], which
+    /// chooses its own.
+    pub fn with_msdu_lifetime(mut self, lifetime: Option<Duration>) -> Self {
+        self.msdu_lifetime = lifetime;
         self
     }
 
@@ -457,13 +481,13 @@ impl<H: Clone> Medium<H> {
         if self.any_shared && self.stations[station].cfg.nic.is_shared() {
             // The frame waits in the host until the card has room for it.
             let s = &mut self.stations[station].acs[ac.index()];
-            s.held.push_back(Frame { handle, dest, bytes, seq, ticket: IN_HOST });
+            s.held.push_back(Frame { handle, dest, bytes, seq, ticket: IN_HOST, enqueued: now, sent: false });
             s.stats.max_queue = s.stats.max_queue.max(s.queue.len() + s.held.len());
             self.nic_refill(station, now);
             return Ok(());
         }
         let s = &mut self.stations[station].acs[ac.index()];
-        s.queue.push_back(Frame { handle, dest, bytes, seq, ticket: 0 });
+        s.queue.push_back(Frame { handle, dest, bytes, seq, ticket: 0, enqueued: now, sent: false });
         s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
         if was_empty {
             self.next_tx_cache.set(None);
@@ -563,20 +587,22 @@ impl<H: Clone> Medium<H> {
     /// What goes on the air first when `(st, ac)` wins access: the RTS, or the frame (or
     /// aggregate) itself.
     /// Also says, for an A-MPDU, to whom: if it is lost, a BlockAckReq must follow.
-    fn first_air(&self, st: usize, ac: usize) -> (Duration, Option<usize>) {
+    /// Air time of the first PPDU `(st, ac)` would send, the recipient if it is an A-MPDU,
+    /// and how many of its frames it carries (0 for a control or management frame).
+    fn first_air(&self, st: usize, ac: usize) -> (Duration, Option<usize>, usize) {
         let s = &self.stations[st].acs[ac];
         let basic = self.phy.basic_mbps;
         if !s.addba_resp.is_empty() {
-            return (self.phy.legacy_duration(ADDBA_RESPONSE_BYTES, basic), None);
+            return (self.phy.legacy_duration(ADDBA_RESPONSE_BYTES, basic), None, 0);
         }
-        let Some(f) = s.queue.front() else { return (Duration::ZERO, None) };
+        let Some(f) = s.queue.front() else { return (Duration::ZERO, None, 0) };
         let t = self.tx_time(st, ac).unwrap_or(Instant::ZERO);
         if s.bar_pending.is_some() {
-            (self.phy.legacy_duration(BLOCK_ACK_REQ_BYTES, basic), None)
+            (self.phy.legacy_duration(BLOCK_ACK_REQ_BYTES, basic), None, 0)
         } else if self.needs_addba(st, ac, t).is_some() {
-            (self.phy.legacy_duration(ADDBA_REQUEST_BYTES, basic), None)
+            (self.phy.legacy_duration(ADDBA_REQUEST_BYTES, basic), None, 0)
         } else if self.uses_rts(st, f) {
-            (self.phy.legacy_duration(RTS_BYTES, basic), None)
+            (self.phy.legacy_duration(RTS_BYTES, basic), None, 0)
         } else {
             let txop = self.edca[ac].txop;
             let a = self.aggregate(st, ac, (!txop.is_zero()).then_some(txop), true, None);
@@ -584,7 +610,7 @@ impl<H: Clone> Medium<H> {
                 Dest::Unicast(to) if a.mpdus > 1 => Some(to),
                 _ => None,
             };
-            (a.air, to)
+            (a.air, to, a.frames)
         }
     }
 
@@ -615,10 +641,27 @@ impl<H: Clone> Medium<H> {
         let sensed = t + self.cca_delay;
         for st in 0..self.stations.len() {
             let due_at = |x: Instant| x == t || x < sensed;
-            let mut due: Vec<usize> = (0..4).filter(|&ac| self.tx_time(st, ac).is_some_and(due_at)).collect();
-            if let Some(top) = due.pop() {
+            // Categories whose backoff ends now, lowest first (no allocation: this runs for
+            // every station at every access).
+            let mut due = [0usize; 4];
+            let mut n = 0;
+            for ac in 0..4 {
+                if self.tx_time(st, ac).is_some_and(due_at) {
+                    // Frames that outlived their lifetime leave before the access is used; a
+                    // category left with nothing to send does not transmit.
+                    if self.msdu_lifetime.is_some()
+                        && self.expire(st, ac, t) > 0
+                        && !self.stations[st].acs[ac].has_work()
+                    {
+                        continue;
+                    }
+                    due[n] = ac;
+                    n += 1;
+                }
+            }
+            if let Some((&top, rest)) = due[..n].split_last() {
                 on_air.push((st, top));
-                internal.extend(due.into_iter().map(|ac| (st, ac)));
+                internal.extend(rest.iter().map(|&ac| (st, ac)));
             }
         }
         let started: Vec<(usize, usize)> = on_air.iter().chain(&internal).copied().collect();
@@ -627,26 +670,37 @@ impl<H: Clone> Medium<H> {
         let mut end = t;
         let busy_end;
         // Bystanders that received a PPDU in error wait EIFS - DIFS more.
-        let mut in_error = vec![false; self.stations.len()];
+        // (Left empty, so unallocated, when nothing collided.)
+        let mut in_error = Vec::new();
         if collided {
             // Everyone's first transmission (RTS, frame or aggregate) is lost; `succeed`
             // accounts for a lone winner's exchanges itself.
+            // Each sender's ACK timeout runs from the end of its own PPDU (802.11-2016
+            // 10.3.2.9: aSIFSTime + aSlotTime + aRxPHYStartDelay after PHY-TXEND.confirm), not
+            // from the end of the longest one: a short frame that collided with an A-MPDU has
+            // timed out long before the medium falls idle, and counts its AIFS from then on,
+            // as ns-3's `ChannelAccessManager` does (the later of the busy end and the
+            // timeout end).
+            let mut own_end = Vec::with_capacity(on_air.len());
             for &(st, ac) in &on_air {
-                let (air, ampdu_to) = self.first_air(st, ac);
+                let (air, ampdu_to, frames) = self.first_air(st, ac);
                 if ampdu_to.is_some() {
                     self.stations[st].acs[ac].bar_pending = ampdu_to;
                 }
+                self.stations[st].acs[ac].queue.iter_mut().take(frames).for_each(|f| f.sent = true);
                 self.stations[st].acs[ac].stats.attempts += 1;
                 self.stations[st].acs[ac].stats.airtime += air;
                 let start = self.tx_time(st, ac).unwrap_or(t);
+                own_end.push(start + air);
                 end = end.max(start + air);
             }
             busy_end = end;
+            in_error.resize(self.stations.len(), false);
             for (b, e) in in_error.iter_mut().enumerate() {
                 *e = !on_air.iter().any(|&(st, _)| st == b) && self.detects_preamble(b, &on_air);
             }
-            for &(st, ac) in &on_air {
-                self.failed(st, ac, end, true);
+            for (&(st, ac), own) in on_air.iter().zip(own_end) {
+                self.failed(st, ac, own, true);
             }
         } else if let Some(&(st, ac)) = on_air.first() {
             busy_end = self.succeed(st, ac, t);
@@ -665,7 +719,8 @@ impl<H: Clone> Medium<H> {
         // of the TXOP limit: they resume after it, the holder right away (10.22.2.8; ns-3's
         // `QosFrameExchangeManager::GetFrameDurationId` covers the remaining TXOP).
         let nav = self.nav.take();
-        for (st, &heard_error) in in_error.iter().enumerate() {
+        for st in 0..self.stations.len() {
+            let heard_error = in_error.get(st).copied().unwrap_or(false);
             let busy = match nav {
                 Some((holder, until)) if holder != st => busy_end.max(until),
                 _ => busy_end,
@@ -694,10 +749,13 @@ impl<H: Clone> Medium<H> {
         let timed_out = std::mem::take(&mut self.timed_out);
         for &(st, ac, at) in &timed_out {
             let aifs = self.phy.aifs(self.edca[ac].aifsn);
-            let earliest = at + self.phy.ack_timeout() + aifs;
+            // The later of the medium's idle AIFS and the timeout's end (a frame shorter
+            // than the longest in a collision timed out while the medium was still busy).
+            let idle = busy_end + aifs;
+            let earliest = (at + self.phy.ack_timeout() + aifs).max(idle);
             let s = &mut self.stations[st].acs[ac];
             if s.has_work() {
-                s.count_from = on_grid(busy_end + aifs, earliest, self.phy.slot);
+                s.count_from = on_grid(idle, earliest, self.phy.slot);
             }
         }
         self.timed_out = timed_out;
@@ -787,6 +845,7 @@ impl<H: Clone> Medium<H> {
                         // Nothing got through: no (block) ACK; the sender times out and backs
                         // off. Without the ACK-timeout option the medium counts as busy for
                         // the missing response (Bianchi's T_s for every attempt).
+                        self.stations[st].acs[ac].queue.iter_mut().take(k).for_each(|f| f.sent = true);
                         self.ok = ok;
                         self.groups = groups;
                         if agg.mpdus > 1 {
@@ -805,7 +864,7 @@ impl<H: Clone> Medium<H> {
                             self.emit(MediumEvent::Delivered { from: st, to, handle: f.handle.clone(), at: arrive });
                             self.done(st, ac, f.handle, at, f.bytes);
                         } else {
-                            kept.push_back(f);
+                            kept.push_back(Frame { sent: true, ..f });
                         }
                     }
                     self.ok = ok;
@@ -863,6 +922,57 @@ impl<H: Clone> Medium<H> {
             + self.phy.sifs
             + self.phy.legacy_duration(CTS_BYTES, basic)
             + self.phy.sifs
+    }
+
+    /// Discards every frame whose MSDU lifetime has run out by `now`, in every queue, and
+    /// returns how many. ns-3's `WifiMacQueue` does this whenever a frame arrives at a full
+    /// queue, which a sender that offers more than it can send does all the time; a driver
+    /// that keeps its queues full calls this after each event to get the same queue. Without
+    /// a lifetime it does nothing.
+    pub fn wipe_expired(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        for st in 0..self.stations.len() {
+            for ac in 0..4 {
+                n += self.expire(st, ac, now);
+            }
+        }
+        n
+    }
+
+    /// Discards the expired frames at the front of `(st, ac)`'s queue (frames are in
+    /// enqueue order there, retransmissions first); returns how many.
+    fn expire(&mut self, st: usize, ac: usize, now: Instant) -> usize {
+        let Some(life) = self.msdu_lifetime else { return 0 };
+        let mut dropped = 0;
+        while let Some(f) = self.stations[st].acs[ac].queue.front()
+            && now.saturating_duration_since(f.enqueued) > life
+        {
+            let Some(f) = self.stations[st].acs[ac].queue.pop_front() else { break };
+            let s = &mut self.stations[st].acs[ac];
+            s.stats.lifetime_drops += 1;
+            s.attempts = 0;
+            dropped += 1;
+            if let (true, Dest::Unicast(to)) = (f.sent, f.dest)
+                && s.bar_pending.is_none()
+                && s.ba_peers.iter().any(|p| p.0 == to)
+            {
+                s.bar_pending = Some(to);
+            }
+            self.emit(MediumEvent::Dropped {
+                station: st,
+                ac: Ac::ALL[ac],
+                handle: f.handle,
+                at: now,
+                reason: DropReason::Lifetime,
+            });
+        }
+        if dropped > 0 {
+            self.next_tx_cache.set(None);
+            if self.any_shared {
+                self.nic_refill(st, now);
+            }
+        }
+        dropped
     }
 
     fn done(&mut self, st: usize, ac: usize, handle: H, at: Instant, bytes: usize) {

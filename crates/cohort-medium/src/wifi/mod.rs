@@ -89,7 +89,7 @@ pub use nic::NicProfile;
 pub use phy::{Phy, PhyKind};
 pub use scenario::{BianchiCase, BianchiResult, EdcaSatReport, EdcaSatScenario, bianchi_cases};
 pub use types::{
-    AcStats, AmpduLimit, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_NOISE_DBM,
+    AcStats, AmpduLimit, Dest, DropReason, MediumError, MediumEvent, NS3_CCA_DELAY, NS3_MSDU_LIFETIME, NS3_NOISE_DBM,
     NS3_PREAMBLE_DETECTION, NS3_PREAMBLE_THRESHOLD_DB, StationConfig, Timing,
 };
 

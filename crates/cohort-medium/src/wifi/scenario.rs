@@ -64,8 +64,12 @@ impl SaturationRun {
         let end = begin + self.duration;
         // Fill each flow's queue when it starts (flow i at i × stagger); each frame that
         // leaves (sent or dropped) is replaced at once, so a TXOP always finds frames waiting.
+        // The senders offer more than they can send, as ns-3's OnOff applications do, so a
+        // frame that outlives its MSDU lifetime is replaced as soon as it expires
+        // (`Medium::wipe_expired`, every millisecond), not when it reaches the front.
         let mut started = 0;
         let mut frames = [0u64; 4];
+        let mut next_wipe = Instant::ZERO;
         loop {
             let next_start = (started < self.flows.len()).then(|| Instant::ZERO + self.stagger * started as u32);
             let t = match (m.poll_timeout(), next_start) {
@@ -98,6 +102,17 @@ impl SaturationRun {
                 }
                 m.enqueue(t, src, ac, Dest::Unicast(dst), self.msdu_bytes, handle)?;
             }
+            if t >= next_wipe && m.wipe_expired(t) > 0 {
+                while let Some(ev) = m.poll_event(t) {
+                    let MediumEvent::Dropped { handle, .. } = ev else { continue };
+                    if let Some(&(src, ac, dst)) = self.flows.get(handle) {
+                        m.enqueue(t, src, ac, Dest::Unicast(dst), self.msdu_bytes, handle)?;
+                    }
+                }
+            }
+            if t >= next_wipe {
+                next_wipe = t + WIPE_EVERY;
+            }
         }
         let secs = self.duration.as_secs_f64().max(1e-9);
         let per_ac_mbps = frames.map(|f| f as f64 * self.payload_bytes as f64 * 8.0 / secs / 1e6);
@@ -120,6 +135,10 @@ impl SaturationRun {
         })
     }
 }
+
+/// How often a saturation run replaces expired frames: a millisecond on lifetimes of
+/// hundreds (ns-3 does it at every arrival, some every 0.2 ms per sender).
+const WIPE_EVERY: Duration = Duration::from_millis(1);
 
 /// `n` stations configured as `cfg`; each flow `(source, category, destination)` keeps its
 /// queue full of `payload`-byte unicast MSDUs for `duration` of simulated time (all of the

@@ -605,3 +605,42 @@ fn edca_sat_toml_is_the_default() {
     assert_eq!(s, scenario::EdcaSatScenario { control_mbps: Some(24.0), ..scenario::EdcaSatScenario::default() });
     assert_eq!(s.run().unwrap(), scenario::EdcaSatScenario::default().run().unwrap());
 }
+
+/// A frame that waits longer than its MSDU lifetime is discarded, reported and counted;
+/// younger frames are kept and sent. Without a lifetime (the default outside
+/// `Timing::Ns3`) nothing expires. (The same check runs when a station wins the channel;
+/// the ns-3 matrix test covers that path.)
+#[test]
+fn frames_outliving_their_msdu_lifetime_are_discarded_and_reported() {
+    let phy = Phy::ofdm(54.0);
+    let lifetime = std::time::Duration::from_millis(10);
+    let new = |life| {
+        Medium::<u32>::new(phy, EdcaParams::defaults(&phy), &[StationConfig::default(); 2], 1)
+            .unwrap()
+            .with_msdu_lifetime(life)
+    };
+    let mut m = new(Some(lifetime));
+    for i in 0..3 {
+        m.enqueue(Instant::ZERO, 0, Ac::Be, Dest::Unicast(1), 1000, i).unwrap();
+    }
+    m.enqueue(Instant::from_millis(8), 0, Ac::Be, Dest::Unicast(1), 1000, 3).unwrap();
+    assert_eq!(m.wipe_expired(Instant::from_millis(5)), 0);
+    let at = Instant::from_millis(12);
+    assert_eq!(m.wipe_expired(at), 3);
+    let mut dropped = vec![];
+    while let Some(e) = m.poll_event(at) {
+        if let MediumEvent::Dropped { handle, reason: DropReason::Lifetime, .. } = e {
+            dropped.push(handle);
+        }
+    }
+    assert_eq!(dropped, [0, 1, 2]);
+    let stats = m.stats(0, Ac::Be).unwrap();
+    assert_eq!((stats.lifetime_drops, stats.queue_len), (3, 1));
+    // The survivor is sent.
+    assert!(drain(&mut m).iter().any(|e| matches!(e, MediumEvent::Sent { handle: 3, .. })));
+
+    let mut m = new(None);
+    m.enqueue(Instant::ZERO, 0, Ac::Be, Dest::Unicast(1), 1000, 0).unwrap();
+    assert_eq!(m.wipe_expired(Instant::from_millis(1000)), 0);
+    assert!(drain(&mut m).iter().any(|e| matches!(e, MediumEvent::Sent { handle: 0, .. })));
+}

@@ -122,27 +122,35 @@ fn a_lost_ampdu_costs_a_block_ack_request() {
     assert!(bars <= data_ppdus && bars >= data_ppdus * 9 / 10, "{lossy:?}");
 }
 
-fn medium_stored_matrix() -> (Vec<ns3_matrix::Ns3Run>, serde_json::Value) {
+/// The ns-3 runs of a stored table (`docs/bench/NAME_raw/`) and the table (`NAME.json`).
+fn medium_stored_matrix(name: &str) -> (Vec<ns3_matrix::Ns3Run>, serde_json::Value) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/bench");
-    let runs = ns3_matrix::read_ns3_dir(&root.join("ns3_matrix_raw")).unwrap();
-    let json = std::fs::read_to_string(root.join("ns3_matrix.json")).unwrap();
+    let runs = ns3_matrix::read_ns3_dir(&root.join(format!("{name}_raw"))).unwrap();
+    let json = std::fs::read_to_string(root.join(format!("{name}.json"))).unwrap();
     (runs, serde_json::from_str(&json).unwrap())
 }
 
 /// Re-derives the matrix table from ns-3's raw output kept in the repository and the model,
 /// and checks it against the stored table: the same ns-3 means, the same model figures, and
 /// every cell the table records as meeting the goals (total within 3 %, every category with
-/// at least 5 % of the total within 10 %) still meets them.
+/// at least 5 % of the total within 10 %) still meets them. The same for the HT MCS 7 sweep
+/// over the number of senders (`ns3_n7_sweep`).
 #[test]
 fn ns3_matrix_table_is_rederived_from_the_raw_runs() {
-    let (runs, stored) = medium_stored_matrix();
+    let (runs, _) = medium_stored_matrix("ns3_matrix");
     assert!(runs.len() >= 3 * 40, "at least 40 cells of 3 runs: {}", runs.len());
+    for name in ["ns3_matrix", "ns3_n7_sweep"] {
+        check_stored_table(name);
+    }
+}
+
+fn check_stored_table(name: &str) {
+    let (runs, stored) = medium_stored_matrix(name);
     let results: Vec<CellResult> = ns3_matrix::compare(&runs).unwrap();
     let cells = stored["cells"].as_array().unwrap();
-    assert_eq!(results.len(), cells.len());
-    assert!(results.len() >= 40);
+    assert_eq!(results.len(), cells.len(), "{name}");
     for (r, c) in results.iter().zip(cells) {
-        let label = format!("{:?}", r.cell);
+        let label = format!("{name}: {:?}", r.cell);
         assert_eq!(c["cell"]["phy"], r.cell.phy.as_str(), "{label}");
         assert_eq!(c["runs"].as_u64().unwrap() as usize, r.runs, "{label}");
         for ac in 0..4 {

@@ -104,6 +104,11 @@ pub enum Timing {
 /// at whose end `PhyEntity::EndPreambleDetectionPeriod` reports CCA busy.
 pub const NS3_CCA_DELAY: std::time::Duration = std::time::Duration::from_micros(4);
 
+/// How long an ns-3 3.44 frame may wait in its `WifiMacQueue` (attribute `MaxDelay`, 500 ms)
+/// before it is discarded as expired: its MSDU lifetime
+/// ([`Medium::with_msdu_lifetime`](super::Medium::with_msdu_lifetime)).
+pub const NS3_MSDU_LIFETIME: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// ns-3's preamble detection defaults: `ThresholdPreambleDetectionModel` detects a preamble
 /// at least 4 dB above interference plus noise ...
 pub const NS3_PREAMBLE_THRESHOLD_DB: f64 = 4.0;
@@ -131,6 +136,9 @@ pub enum DropReason {
     RetryLimit,
     /// A broadcast frame collided (broadcasts are not retried).
     BroadcastCollision,
+    /// The frame waited longer than its MSDU lifetime
+    /// ([`Medium::with_msdu_lifetime`](super::Medium::with_msdu_lifetime)).
+    Lifetime,
 }
 
 /// What the medium reports.
@@ -194,6 +202,8 @@ pub struct AcStats {
     /// Frames dropped because the hardware queue was full (local congestion).
     pub queue_drops: u64,
     pub retry_drops: u64,
+    /// Frames discarded because they outlived their MSDU lifetime.
+    pub lifetime_drops: u64,
     /// PPDUs put on the air (an A-MPDU counts once; an RTS that collides counts once).
     pub attempts: u64,
     /// Failed attempts: collisions, frames corrupted at the receiver, internal collisions.
