@@ -79,6 +79,7 @@ mod medium;
 pub mod nic;
 pub mod nic_scenario;
 pub mod ns3_matrix;
+pub mod per;
 pub mod phy;
 pub mod scenario;
 mod types;
