@@ -138,7 +138,8 @@ def run_cell(phy_name, n, mix, payload, agg, secs, warm, run):
 
 
 def main():
-    if len(sys.argv) == 9:
+    # A single cell names its PHY first; a batch, its design file.
+    if len(sys.argv) == 9 and not sys.argv[1].endswith(".json"):
         a = sys.argv[1:9]
         print(run_cell(a[0], int(a[1]), a[2], int(a[3]), a[4], float(a[5]), float(a[6]), int(a[7])), flush=True)
         return

@@ -336,7 +336,8 @@ impl<H: Clone> Medium<H> {
     /// CCA busy until the energy ends) and AIFS follows as after any frame. Stations a few
     /// metres apart receive each other within a few dB, so in a small team almost no
     /// bystander ever waits EIFS: that is why ns-3 gives AC_BE the share it does.
-    /// Not modelled: a frame captured whole (its SINR would need some 20 dB at 54 Mbit/s).
+    /// The same powers decide whether the receiver of a colliding frame still gets it whole
+    /// (see `Medium::captured`: 4 dB for the preamble, then the SINR the rate needs).
     pub fn with_preamble_detection(mut self, rx_dbm: &[Vec<f64>], threshold_db: f64) -> Result<Self, MediumError> {
         let n = self.stations.len();
         if rx_dbm.len() != n || rx_dbm.iter().any(|row| row.len() != n) {
@@ -732,14 +733,13 @@ impl<H: Clone> Medium<H> {
         // (Left empty, so unallocated, when nothing collided.)
         let mut in_error = Vec::new();
         if collided {
-            // Everyone's first transmission (RTS, frame or aggregate) is lost; `succeed`
-            // accounts for a lone winner's exchanges itself.
-            // Each sender's ACK timeout runs from the end of its own PPDU (802.11-2016
+            // Every first transmission (RTS, frame or aggregate) is lost but one its receiver
+            // captures, whose exchange `succeed` runs as a lone winner's. Each sender's ACK timeout runs from the end of its own PPDU (802.11-2016
             // 10.3.2.9: aSIFSTime + aSlotTime + aRxPHYStartDelay after PHY-TXEND.confirm), not
             // from the end of the longest one: a short frame that collided with an A-MPDU has
             // timed out long before the medium falls idle, and counts its AIFS from then on,
             // as ns-3's `ChannelAccessManager` does (the later of the busy end and the
-            // timeout end). A receiver may still capture one of the PPDUs whole.
+            // timeout end).
             let first: Vec<FirstPpdu> = on_air.iter().map(|&(st, ac)| self.first_ppdu(st, ac)).collect();
             let start: Vec<Instant> = on_air.iter().map(|&(st, ac)| self.tx_time(st, ac).unwrap_or(t)).collect();
             let winner = self.captured(&on_air, &first, &start);

@@ -695,3 +695,32 @@ fn a_receiver_captures_a_much_stronger_frame() {
         assert!(loss(far) > 2.0 * loss(&captured[0]), "far {far:?} near {:?}", captured[0]);
     }
 }
+
+/// A failed sender's ACK timeout runs from the end of its own PPDU: of two frames that
+/// collide, the shorter one's sender has timed out when the longer one ends and contends
+/// again at once, while the longer one's sender still waits out its timeout. With no
+/// backoff at all (CW 0) the two would otherwise collide on every retry until both hit
+/// the retry limit; here the short frame goes through on its second attempt and the long
+/// one right after it.
+#[test]
+fn the_ack_timeout_runs_from_the_end_of_the_senders_own_ppdu() {
+    let phy = Phy::ofdm(54.0);
+    let no_backoff = EdcaParams { aifsn: 2, cw_min: 0, cw_max: 0, txop: std::time::Duration::ZERO };
+    let mut m = Medium::<u32>::new(phy, [no_backoff; 4], &[StationConfig::default(); 3], 1)
+        .unwrap()
+        .with_timing(Timing::Standard);
+    m.enqueue(Instant::ZERO, 1, Ac::Be, Dest::Unicast(0), 100, 1).unwrap();
+    m.enqueue(Instant::ZERO, 2, Ac::Be, Dest::Unicast(0), 1500, 2).unwrap();
+    let evs = drain(&mut m);
+    let sent = |h: u32| {
+        evs.iter().find_map(|e| match e {
+            MediumEvent::Sent { handle, attempts, at, .. } if *handle == h => Some((*attempts, *at)),
+            _ => None,
+        })
+    };
+    let (short_attempts, short_at) = sent(1).expect("the short frame is delivered");
+    let (long_attempts, long_at) = sent(2).expect("the long frame is delivered");
+    assert_eq!((short_attempts, long_attempts), (2, 2), "{evs:?}");
+    assert!(short_at < long_at);
+    assert!(!evs.iter().any(|e| matches!(e, MediumEvent::Dropped { .. })), "{evs:?}");
+}

@@ -92,10 +92,12 @@ pub enum Timing {
     /// and then AIFS.
     Standard,
     /// As ns-3 3.44 behaves: ACK timeouts as in `Standard`; EIFS only for bystanders whose
-    /// PHY detects a colliding preamble, which takes received powers
+    /// PHY detects a colliding preamble, and whole-frame capture at the receiver, both of
+    /// which take received powers
     /// ([`Medium::with_preamble_detection`](super::Medium::with_preamble_detection); without
-    /// them nobody does, as in ns-3 with stations within a metre or so of each other); and a
-    /// 4 µs CCA delay ([`NS3_CCA_DELAY`]).
+    /// them nobody detects or captures anything, as in ns-3 with stations within a metre or
+    /// so of each other); a 4 µs CCA delay ([`NS3_CCA_DELAY`]); and a 500 ms MSDU lifetime
+    /// ([`NS3_MSDU_LIFETIME`]).
     Ns3,
 }
 
