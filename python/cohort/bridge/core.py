@@ -490,8 +490,10 @@ class Bridge:
             self.counters.add("queries_failed")
             log.error("query on %s not answered by the team: %s", q.key, e)
         finally:
-            query.drop()
+            # Recorded before the drop that completes the asker's `get`, so that whoever sees
+            # the answer also sees its timing in the stats.
             self.counters.observe("query", time.monotonic() - asked_at)
+            query.drop()
 
     def _ask_team(self, q: wire.Query) -> tuple[list[wire.Reply], int]:
         g = self._group
@@ -614,9 +616,10 @@ class Bridge:
             data = wire.encode(wire.GroupReply(tuple(replies), serve_us))
         if g is not None and not g.closed:
             try:
+                # Timed before the reply leaves, for the same reason as a query's timing.
+                self.counters.observe("serve", req.age)
                 g.reply(req, data)
                 self.counters.add("queries_served")
-                self.counters.observe("serve", req.age)
             except CohortError as e:
                 log.error("reply to the coordinator failed: %s", e)
 
