@@ -734,12 +734,12 @@ impl<H: Clone> Medium<H> {
         let mut in_error = Vec::new();
         if collided {
             // Every first transmission (RTS, frame or aggregate) is lost but one its receiver
-            // captures, whose exchange `succeed` runs as a lone winner's. Each sender's ACK timeout runs from the end of its own PPDU (802.11-2016
-            // 10.3.2.9: aSIFSTime + aSlotTime + aRxPHYStartDelay after PHY-TXEND.confirm), not
-            // from the end of the longest one: a short frame that collided with an A-MPDU has
-            // timed out long before the medium falls idle, and counts its AIFS from then on,
-            // as ns-3's `ChannelAccessManager` does (the later of the busy end and the
-            // timeout end).
+            // captures, whose exchange `succeed` runs as a lone winner's. Each sender's ACK
+            // timeout runs from the end of its own PPDU (802.11-2016 10.3.2.9: aSIFSTime +
+            // aSlotTime + aRxPHYStartDelay after PHY-TXEND.confirm), not from the end of the
+            // longest one: a short frame that collided with an A-MPDU has timed out long
+            // before the medium falls idle, and counts its AIFS from then on, as ns-3's
+            // `ChannelAccessManager` does (the later of the busy end and the timeout end).
             let first: Vec<FirstPpdu> = on_air.iter().map(|&(st, ac)| self.first_ppdu(st, ac)).collect();
             let start: Vec<Instant> = on_air.iter().map(|&(st, ac)| self.tx_time(st, ac).unwrap_or(t)).collect();
             let winner = self.captured(&on_air, &first, &start);

@@ -91,6 +91,10 @@ impl SaturationRun {
                 continue;
             }
             m.handle_timeout(t);
+            if t >= next_wipe {
+                m.wipe_expired(t);
+                next_wipe = t + WIPE_EVERY;
+            }
             while let Some(ev) = m.poll_event(t) {
                 let (MediumEvent::Sent { handle, .. } | MediumEvent::Dropped { handle, .. }) = ev else { continue };
                 let Some(&(src, ac, dst)) = self.flows.get(handle) else { continue };
@@ -101,17 +105,6 @@ impl SaturationRun {
                     frames[ac.index()] += 1;
                 }
                 m.enqueue(t, src, ac, Dest::Unicast(dst), self.msdu_bytes, handle)?;
-            }
-            if t >= next_wipe && m.wipe_expired(t) > 0 {
-                while let Some(ev) = m.poll_event(t) {
-                    let MediumEvent::Dropped { handle, .. } = ev else { continue };
-                    if let Some(&(src, ac, dst)) = self.flows.get(handle) {
-                        m.enqueue(t, src, ac, Dest::Unicast(dst), self.msdu_bytes, handle)?;
-                    }
-                }
-            }
-            if t >= next_wipe {
-                next_wipe = t + WIPE_EVERY;
             }
         }
         let secs = self.duration.as_secs_f64().max(1e-9);
