@@ -415,6 +415,7 @@ impl BlockReceiver {
             rx_data: self.rx_data,
             rank: seen,
             loss_runs: 0,
+            ack_delay_us: 0,
         };
         LrtRepr::Ack(ack).emit(buf)
     }
@@ -426,7 +427,17 @@ mod tests {
 
     fn ack(coder: u16, seen: u32, echo_pn: u64) -> Vec<u8> {
         let mut buf = vec![0u8; 64];
-        let a = AckRepr { coder, full_rank: false, seen, released: 0, echo_pn, rx_data: 0, rank: seen, loss_runs: 0 };
+        let a = AckRepr {
+            coder,
+            full_rank: false,
+            seen,
+            released: 0,
+            echo_pn,
+            rx_data: 0,
+            rank: seen,
+            loss_runs: 0,
+            ack_delay_us: 0,
+        };
         let n = LrtRepr::Ack(a).emit(&mut buf).unwrap();
         buf.truncate(n);
         buf

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! ACK (2)        type | flags | coder u16 | seen u32 | released u32 | echo_pn u64 | rx_data u64
-//!                | rank u32 | loss_runs u32
+//!                | rank u32 | loss_runs u32 | ack_delay_us u32
 //! HELLO (3)      type | flags | version u8 | rsvd u8 | symbol_size u16 | max_window u16
 //! HELLO_ACK (4)       | coder_symbols u32 | conn_id u64
 //! PING (5)       type | rsvd
@@ -20,7 +20,11 @@
 //! encoder may slide past it), `rank` how many columns of the coder the receiver holds in all,
 //! so the sender knows how many equations it lacks even when gaps lie between known columns.
 //! `loss_runs` counts the runs of consecutive frame packet numbers the receiver found missing
-//! (wrapping): with `rx_data` it tells the sender how long loss bursts are. Every other bit that is not defined must be zero.
+//! (wrapping): with `rx_data` it tells the sender how long loss bursts are. `ack_delay_us` is
+//! how long the receiver held the acknowledgement after `echo_pn` arrived (its `ack_every` /
+//! `ack_delay` batching, saturating), so the sender can take it out of the round trip it
+//! measures, as QUIC's ACK Delay field (RFC 9000 §19.3, RFC 9002 §5.3). Every other bit that
+//! is not defined must be zero.
 
 use crate::symbol::{self, SymbolError, SymbolKind, SymbolPacket, SymbolRepr};
 
@@ -35,14 +39,14 @@ pub mod kind {
     pub const CLOSE: u8 = 6;
 }
 
-const ACK_LEN: usize = 36;
+const ACK_LEN: usize = 40;
 const HELLO_LEN: usize = 20;
 const PING_LEN: usize = 2;
 const CLOSE_LEN: usize = 4;
 const ACK_FULL_RANK: u8 = 0x01;
 
 /// Protocol version carried in HELLO.
-pub const LRT_VERSION: u8 = 2;
+pub const LRT_VERSION: u8 = 3;
 
 /// Why an LRT packet was rejected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -70,6 +74,8 @@ pub struct AckRepr {
     pub rx_data: u64,
     pub rank: u32,
     pub loss_runs: u32,
+    /// Microseconds between `echo_pn`'s arrival and this acknowledgement's departure.
+    pub ack_delay_us: u32,
 }
 
 /// Handshake parameters, identical in HELLO and HELLO_ACK.
@@ -149,6 +155,7 @@ impl<'a> LrtRepr<'a> {
                     rx_data: u64_at(b, 20),
                     rank: u32_at(b, 28),
                     loss_runs: u32_at(b, 32),
+                    ack_delay_us: u32_at(b, 36),
                 }))
             }
             kind::HELLO => Ok(LrtRepr::Hello(parse_hello(b, k)?)),
@@ -203,6 +210,7 @@ impl<'a> LrtRepr<'a> {
                 b[20..28].copy_from_slice(&a.rx_data.to_be_bytes());
                 b[28..32].copy_from_slice(&a.rank.to_be_bytes());
                 b[32..36].copy_from_slice(&a.loss_runs.to_be_bytes());
+                b[36..40].copy_from_slice(&a.ack_delay_us.to_be_bytes());
             }
             LrtRepr::Hello(h) | LrtRepr::HelloAck(h) => {
                 b[0] = if matches!(self, LrtRepr::Hello(_)) { kind::HELLO } else { kind::HELLO_ACK };
@@ -256,6 +264,7 @@ mod tests {
             rx_data: 12345,
             rank: 80,
             loss_runs: 4,
+            ack_delay_us: 4321,
         }));
         round_trip(LrtRepr::Hello(hello));
         round_trip(LrtRepr::HelloAck(hello));
@@ -275,6 +284,7 @@ mod tests {
             rx_data: 10,
             rank: 7,
             loss_runs: 3,
+            ack_delay_us: 0x0506,
         };
         let mut buf = [0u8; ACK_LEN];
         LrtRepr::Ack(a).emit(&mut buf).unwrap();
@@ -282,7 +292,7 @@ mod tests {
             buf,
             [
                 2, 0, 1, 2, 0, 0, 0, 5, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 7, 0, 0,
-                0, 3
+                0, 3, 0, 0, 5, 6
             ]
         );
     }

@@ -9,7 +9,14 @@
 //!   their wire size, over the round's duration;
 //! - **queueing delay**: the smallest round-trip sample of the round minus the smallest of the
 //!   last [`MIN_RTT_WINDOW`] (the path's propagation and service time): what queues in front
-//!   of the bottleneck add.
+//!   of the bottleneck add. A round's samples leave out the time the receiver held each
+//!   acknowledgement (the ACK's `ack_delay_us`, RFC 9002 §5.3's adjustment, never below the
+//!   minimum): a receiver batching acknowledgements (`ack_every` packets or `ack_delay`, 5 ms
+//!   by default) holds them longest when packets come slowly, and without the adjustment a
+//!   slow sender saw that wait as a queue, backed off, came slower still and saw more of it:
+//!   an upload left alone on the channel fell to 0.1 Mbit/s. The minimum itself is taken
+//!   from the raw samples, as RFC 9002 does: a peer that overstates its delay can only make
+//!   its own sender slower.
 //!
 //! At the end of each round:
 //!
@@ -76,6 +83,8 @@ pub struct AckSample {
     pub now: Instant,
     /// Round-trip sample of this acknowledgement, if it gave one.
     pub rtt: Option<Duration>,
+    /// How long the receiver says it held the acknowledgement.
+    pub ack_delay: Duration,
     /// Symbol packets the receiver has counted in all.
     pub delivered: u64,
     /// Wire bytes of one symbol packet.
@@ -126,11 +135,13 @@ impl RateEstimator {
     /// Takes one acknowledgement; returns the new pacing rate when a round ended.
     pub fn on_ack(&mut self, s: AckSample) -> Option<f64> {
         if let Some(rtt) = s.rtt {
-            self.round_min_rtt = Some(self.round_min_rtt.map_or(rtt, |m| m.min(rtt)));
             match self.min_rtt {
                 Some((m, at)) if rtt > m && s.now.saturating_duration_since(at) < MIN_RTT_WINDOW => {}
                 _ => self.min_rtt = Some((rtt, s.now)),
             }
+            let floor = self.min_rtt.map_or(Duration::ZERO, |(m, _)| m);
+            let adjusted = rtt.saturating_sub(s.ack_delay).max(floor);
+            self.round_min_rtt = Some(self.round_min_rtt.map_or(adjusted, |m| m.min(adjusted)));
         }
         let elapsed = s.now.saturating_duration_since(self.round_start);
         if s.delivered < self.round_delivered {
@@ -182,10 +193,24 @@ mod tests {
 
     /// Feeds one round of `delivered_pkts` packets ending at `at` with round trip `rtt`.
     fn round(e: &mut RateEstimator, at: Instant, total: &mut u64, pkts: u64, rtt: Duration, limited: bool) -> f64 {
+        held_round(e, at, total, pkts, rtt, Duration::ZERO, limited)
+    }
+
+    /// [`round`] whose acknowledgement the receiver says it held for `held`.
+    fn held_round(
+        e: &mut RateEstimator,
+        at: Instant,
+        total: &mut u64,
+        pkts: u64,
+        rtt: Duration,
+        held: Duration,
+        limited: bool,
+    ) -> f64 {
         *total += pkts;
         let s = AckSample {
             now: at,
             rtt: Some(rtt),
+            ack_delay: held,
             delivered: *total,
             packet_bytes: 1250,
             srtt: ms(10),
@@ -254,6 +279,7 @@ mod tests {
         let early = AckSample {
             now: Instant::ZERO + ms(3),
             rtt: Some(ms(10)),
+            ack_delay: Duration::ZERO,
             delivered: 5,
             packet_bytes: 1250,
             srtt: ms(10),
@@ -265,5 +291,28 @@ mod tests {
         // A saturated round that delivered nothing: the floor, not zero.
         t += ms(10);
         assert_eq!(round(&mut e, t, &mut total, 0, ms(200), false), MIN_BPS);
+    }
+
+    #[test]
+    fn the_time_a_receiver_held_its_acknowledgement_is_no_queue() {
+        // 10 ms of path; the receiver's batching holds each acknowledgement 6 ms (beyond the
+        // 5 ms queue target), so the round trips read 16 ms. The path delivers more than is
+        // paced: only the round trips could make the sender back off.
+        let run = |reported: bool| {
+            let mut e = RateEstimator::new(100e6, 0.9, ms(5), Instant::ZERO);
+            let (mut t, mut total) = (Instant::ZERO, 0);
+            t += ms(10);
+            round(&mut e, t, &mut total, 1000, ms(10), false);
+            let mut last = 0.0;
+            for _ in 0..5 {
+                t += ms(16);
+                let held = if reported { ms(6) } else { Duration::ZERO };
+                last = held_round(&mut e, t, &mut total, 1000, ms(16), held, false);
+            }
+            (last, e.rounds().1)
+        };
+        assert_eq!(run(true), (100e6, 0), "a held acknowledgement is no queue: start-up reaches the cap");
+        let (_, backoffs) = run(false);
+        assert!(backoffs > 0, "unreported, the same wait reads as a queue");
     }
 }

@@ -568,6 +568,7 @@ fn an_acknowledgement_far_behind_asks_for_no_more_repairs_than_the_window_holds(
         rx_data: 5,
         rank: 0,
         loss_runs: 0,
+        ack_delay_us: 0,
     });
     let n = ack.emit(&mut buf).unwrap();
     let pkt = buf[..n].to_vec();
@@ -657,5 +658,33 @@ fn a_loss_behind_sources_that_keep_arriving_is_answered_by_feedback() {
             "window {window_ms} ms: message 0 waited {waited:?} (the stream ran 400 ms)"
         );
         assert!(p.a.stats().repair_feedback_sent >= 1, "{:?}", p.a.stats());
+    }
+}
+
+/// The receiver says how long it held an acknowledgement: one symbol alone waits out the
+/// `ack_delay` timer, and the ACK reports that wait, so the sender can take it out of its
+/// round trip.
+#[test]
+fn an_acknowledgement_reports_how_long_the_receiver_held_it() {
+    use cohort_wire::lrt::LrtRepr;
+    let cfg = Config::default();
+    let mut p = Pair::new(cfg.clone(), clean(5), clean(5), 1);
+    p.drive_for(Duration::from_millis(100));
+    p.a.send(&message(0, 200)).unwrap();
+    let mut buf = vec![0u8; 2000];
+    let n = p.a.poll_transmit(p.now, 1000, &mut buf).expect("the symbol");
+    let arrived = p.now + Duration::from_millis(5);
+    p.b.handle_packet(arrived, 1000, &buf[..n]);
+    assert!(p.b.poll_transmit(arrived, 2000, &mut buf).is_none(), "one symbol is acknowledged by the timer");
+    let due = p.b.poll_timeout().expect("the acknowledgement timer");
+    assert_eq!(due, arrived + cfg.ack_delay);
+    p.b.handle_timeout(due);
+    let n = p.b.poll_transmit(due, 2000, &mut buf).expect("the acknowledgement");
+    match LrtRepr::parse(&buf[..n]) {
+        Ok(LrtRepr::Ack(a)) => {
+            assert_eq!(a.echo_pn, 1000);
+            assert_eq!(u128::from(a.ack_delay_us), cfg.ack_delay.as_micros());
+        }
+        other => panic!("expected an ACK, got {other:?}"),
     }
 }

@@ -410,6 +410,8 @@ pub struct Connection {
     recv_queue: VecDeque<Vec<u8>>,
     recv_bytes: usize,
     highest_pn: Option<u64>,
+    /// When `highest_pn` arrived: an acknowledgement reports how long it held it.
+    highest_pn_at: Option<Instant>,
     rx_data: u64,
     /// Runs of consecutive frame packet numbers found missing (wrapping).
     loss_runs: u32,
@@ -477,6 +479,7 @@ impl Connection {
             recv_queue: VecDeque::new(),
             recv_bytes: 0,
             highest_pn: None,
+            highest_pn_at: None,
             rx_data: 0,
             loss_runs: 0,
             last_loss_runs: 0,

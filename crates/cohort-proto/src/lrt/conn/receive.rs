@@ -24,7 +24,10 @@ impl Connection {
         if self.highest_pn.is_some_and(|h| pn > h.saturating_add(1)) {
             self.loss_runs = self.loss_runs.wrapping_add(1);
         }
-        self.highest_pn = Some(self.highest_pn.map_or(pn, |h| h.max(pn)));
+        if self.highest_pn.is_none_or(|h| pn > h) {
+            self.highest_pn = Some(pn);
+            self.highest_pn_at = Some(now);
+        }
         match pkt {
             LrtRepr::Hello(h) => self.on_hello(h),
             LrtRepr::HelloAck(h) => self.on_hello_ack(h),
@@ -265,6 +268,7 @@ impl Connection {
             let sample = AckSample {
                 now,
                 rtt,
+                ack_delay: Duration::from_micros(u64::from(a.ack_delay_us)),
                 delivered: a.rx_data,
                 packet_bytes: self.symbol_wire_len(),
                 srtt: self.rtt.srtt(),

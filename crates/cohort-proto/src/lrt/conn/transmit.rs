@@ -51,7 +51,8 @@ impl Connection {
         n
     }
 
-    fn ack(&self, coder: u16, full_rank: bool, seen: u64, released: u64, rank: u64) -> LrtRepr<'static> {
+    fn ack(&self, now: Instant, coder: u16, full_rank: bool, seen: u64, released: u64, rank: u64) -> LrtRepr<'static> {
+        let held = self.highest_pn_at.map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
         LrtRepr::Ack(AckRepr {
             coder,
             full_rank,
@@ -61,6 +62,7 @@ impl Connection {
             loss_runs: self.loss_runs,
             echo_pn: self.highest_pn.unwrap_or(0),
             rx_data: self.rx_data,
+            ack_delay_us: u32::try_from(held.as_micros()).unwrap_or(u32::MAX),
         })
     }
 
@@ -93,7 +95,7 @@ impl Connection {
             self.stats.acks_sent += 1;
             self.stats.full_rank_acks_sent += 1;
             let all = u64::from(self.cfg.coder_symbols);
-            return self.emit(&self.ack(id, true, all, all, all), buf).map(|n| (n, false));
+            return self.emit(&self.ack(now, id, true, all, all, all), buf).map(|n| (n, false));
         }
         let ack_ready = self.ack_now || self.ack_due.is_some_and(|d| now >= d);
         if ack_ready && let Some(c) = self.rx.iter_mut().find(|c| c.ack_pending) {
@@ -105,7 +107,7 @@ impl Connection {
                 self.ack_now = false;
             }
             self.stats.acks_sent += 1;
-            return self.emit(&self.ack(id, false, seen, rel, rank), buf).map(|n| (n, false));
+            return self.emit(&self.ack(now, id, false, seen, rel, rank), buf).map(|n| (n, false));
         }
         if self.state != State::Established {
             return None;
