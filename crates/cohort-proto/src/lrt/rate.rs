@@ -28,7 +28,12 @@
 //!   packets it acknowledges) found the bottleneck as well, before its queue shows in the
 //!   round trips (BBR leaves start-up on the same evidence, a delivery rate that stops growing
 //!   with the sending rate): the same back-off. Doubling until the queue shows overshoots by
-//!   up to a doubling, and a round later the queue holds a round trip of the excess;
+//!   up to a doubling, and a round later the queue holds a round trip of the excess. Only a
+//!   round after a full one can judge so: the first round spans the handshake and the first
+//!   round trip, in which nothing sent can have been acknowledged, and the round after an
+//!   application-limited one acknowledges packets that were never paced at the rate (before
+//!   this rule, every connection left start-up in its first round at a tenth of its initial
+//!   rate, and at 25-100 ms one way took seconds of additive increase to reach 8 Mbit/s);
 //! - otherwise, if the sender had data waiting (not application-limited): in start-up the rate
 //!   doubles each round (from [`INITIAL_BPS`]), afterwards it grows by one packet per round
 //!   (an additive increase: two flows sharing a bottleneck converge to equal shares);
@@ -66,6 +71,9 @@ pub struct RateEstimator {
     rate_bps: f64,
     /// The rate paced during the previous round: the packets a round acknowledges left then.
     prev_rate_bps: f64,
+    /// The previous round was a whole round with data waiting, so the round after it
+    /// acknowledges packets paced at `prev_rate_bps`.
+    prev_full: bool,
     mode: Mode,
     round_start: Instant,
     round_delivered: u64,
@@ -106,6 +114,7 @@ impl RateEstimator {
             queue_target,
             rate_bps: INITIAL_BPS.min(cap_bps),
             prev_rate_bps: INITIAL_BPS.min(cap_bps),
+            prev_full: false,
             mode: Mode::Startup,
             round_start: now,
             round_delivered: 0,
@@ -160,7 +169,8 @@ impl RateEstimator {
         let target = self.queue_target.max(self.min_rtt.map_or(Duration::ZERO, |(m, _)| m / 4));
         self.rounds += 1;
         let paced = std::mem::replace(&mut self.prev_rate_bps, self.rate_bps);
-        let short = self.mode == Mode::Startup && delivered_bps < 0.8 * paced;
+        let prev_full = std::mem::replace(&mut self.prev_full, !s.app_limited);
+        let short = self.mode == Mode::Startup && prev_full && delivered_bps < 0.8 * paced;
         if (queue > target || short) && !s.app_limited {
             self.backoffs += 1;
             self.mode = Mode::Steady;
@@ -314,5 +324,25 @@ mod tests {
         assert_eq!(run(true), (100e6, 0), "a held acknowledgement is no queue: start-up reaches the cap");
         let (_, backoffs) = run(false);
         assert!(backoffs > 0, "unreported, the same wait reads as a queue");
+    }
+
+    #[test]
+    fn the_first_round_and_one_after_an_idle_round_cannot_end_start_up() {
+        let mut e = RateEstimator::new(100e6, 0.9, ms(5), Instant::ZERO);
+        let (mut t, mut total) = (Instant::ZERO, 0);
+        // The first round spans the handshake: one packet acknowledged.
+        t += ms(50);
+        assert_eq!(round(&mut e, t, &mut total, 1, ms(10), false), 4e6, "start-up goes on");
+        // An application-limited round, then one that delivers less than was paced: the
+        // packets it acknowledges left while the sender had nothing to send.
+        t += ms(10);
+        assert_eq!(round(&mut e, t, &mut total, 1, ms(10), true), 4e6);
+        t += ms(10);
+        assert_eq!(round(&mut e, t, &mut total, 2, ms(10), false), 8e6, "start-up goes on");
+        // After a full round, the shortfall counts.
+        t += ms(10);
+        let r = round(&mut e, t, &mut total, 2, ms(10), false);
+        assert!((r - 1.8e6).abs() < 1.0, "β · 2 Mbit/s, got {r}");
+        assert_eq!(e.rounds(), (4, 1));
     }
 }
