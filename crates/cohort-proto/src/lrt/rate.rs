@@ -28,7 +28,15 @@
 //!   packets it acknowledges) found the bottleneck as well, before its queue shows in the
 //!   round trips (BBR leaves start-up on the same evidence, a delivery rate that stops growing
 //!   with the sending rate): the same back-off. Doubling until the queue shows overshoots by
-//!   up to a doubling, and a round later the queue holds a round trip of the excess. Only a
+//!   up to a doubling, and a round later the queue holds a round trip of the excess. What the
+//!   path loses at random (the connection's loss estimate) is taken off the rate paced
+//!   before the comparison: at 20% loss every round delivered less than ⅘ of what was sent
+//!   and left start-up below the application's own rate. And the shortfall counts only while
+//!   the round trips rise (the round's largest sample a quarter of the queue target above the
+//!   minimum): a sender that outruns its bottleneck queues the excess, and the later packets
+//!   of the round show it, while a round that is short by chance (one round's count is coarse:
+//!   the receiver acknowledges every 8 packets or 5 ms; at 1 ms messages over 25 ms one way
+//!   single rounds read from 40% to 140% of the pace) keeps flat round trips. Only a
 //!   round after a full one can judge so: the first round spans the handshake and the first
 //!   round trip, in which nothing sent can have been acknowledged, and the round after an
 //!   application-limited one acknowledges packets that were never paced at the rate (before
@@ -78,6 +86,8 @@ pub struct RateEstimator {
     round_start: Instant,
     round_delivered: u64,
     round_min_rtt: Option<Duration>,
+    /// The round's largest sample (less the receiver's hold): whether its round trips rose.
+    round_max_rtt: Duration,
     min_rtt: Option<(Duration, Instant)>,
     /// The last bandwidth the path proved when saturated, bits per second.
     bw_bps: Option<f64>,
@@ -93,6 +103,9 @@ pub struct AckSample {
     pub rtt: Option<Duration>,
     /// How long the receiver says it held the acknowledgement.
     pub ack_delay: Duration,
+    /// The connection's estimate of random loss (a fraction of symbol packets): what a path
+    /// loses by itself is not a shortfall of its bandwidth.
+    pub loss: f64,
     /// Symbol packets the receiver has counted in all.
     pub delivered: u64,
     /// Wire bytes of one symbol packet.
@@ -119,6 +132,7 @@ impl RateEstimator {
             round_start: now,
             round_delivered: 0,
             round_min_rtt: None,
+            round_max_rtt: Duration::ZERO,
             min_rtt: None,
             bw_bps: None,
             rounds: 0,
@@ -151,6 +165,7 @@ impl RateEstimator {
             let floor = self.min_rtt.map_or(Duration::ZERO, |(m, _)| m);
             let adjusted = rtt.saturating_sub(s.ack_delay).max(floor);
             self.round_min_rtt = Some(self.round_min_rtt.map_or(adjusted, |m| m.min(adjusted)));
+            self.round_max_rtt = self.round_max_rtt.max(adjusted);
         }
         let elapsed = s.now.saturating_duration_since(self.round_start);
         if s.delivered < self.round_delivered {
@@ -170,7 +185,9 @@ impl RateEstimator {
         self.rounds += 1;
         let paced = std::mem::replace(&mut self.prev_rate_bps, self.rate_bps);
         let prev_full = std::mem::replace(&mut self.prev_full, !s.app_limited);
-        let short = self.mode == Mode::Startup && prev_full && delivered_bps < 0.8 * paced;
+        let expected = paced * (1.0 - s.loss.clamp(0.0, 0.9));
+        let rising = self.round_max_rtt.saturating_sub(self.min_rtt.map_or(Duration::ZERO, |(m, _)| m)) > target / 4;
+        let short = self.mode == Mode::Startup && prev_full && rising && delivered_bps < 0.8 * expected;
         if (queue > target || short) && !s.app_limited {
             self.backoffs += 1;
             self.mode = Mode::Steady;
@@ -189,6 +206,7 @@ impl RateEstimator {
         self.round_start = s.now;
         self.round_delivered = s.delivered;
         self.round_min_rtt = None;
+        self.round_max_rtt = Duration::ZERO;
         Some(self.rate_bps)
     }
 }
@@ -221,6 +239,7 @@ mod tests {
             now: at,
             rtt: Some(rtt),
             ack_delay: held,
+            loss: 0.0,
             delivered: *total,
             packet_bytes: 1250,
             srtt: ms(10),
@@ -264,8 +283,13 @@ mod tests {
             rates.push(round(&mut e, t, &mut total, pkts, ms(10), false));
         }
         assert_eq!(rates[..3], [4e6, 8e6, 16e6], "doubling while the path delivers what was paced");
+        // Short with flat round trips: chance (or loss), not the bottleneck.
+        let mut flat = e.clone();
+        assert_eq!(round(&mut flat, t + ms(10), &mut total.clone(), 10, ms(10), false), 64e6);
+        // Short while the round's later samples rise (3 ms, under the 5 ms target): the excess
+        // is queueing.
         t += ms(10);
-        let r = round(&mut e, t, &mut total, 10, ms(10), false);
+        let r = round(&mut e, t, &mut total, 10, ms(13), false);
         assert!((r - 9e6).abs() < 1.0, "β · Bw = 0.9 × 10 Mbit/s, got {r}");
         assert_eq!(e.bandwidth_bps(), Some(10e6));
         assert_eq!(e.rounds(), (5, 1));
@@ -290,6 +314,7 @@ mod tests {
             now: Instant::ZERO + ms(3),
             rtt: Some(ms(10)),
             ack_delay: Duration::ZERO,
+            loss: 0.0,
             delivered: 5,
             packet_bytes: 1250,
             srtt: ms(10),
@@ -329,19 +354,32 @@ mod tests {
     #[test]
     fn the_first_round_and_one_after_an_idle_round_cannot_end_start_up() {
         let mut e = RateEstimator::new(100e6, 0.9, ms(5), Instant::ZERO);
+        // A first sample inside the round: the path's 10 ms.
+        let early = AckSample {
+            now: Instant::ZERO + ms(5),
+            rtt: Some(ms(10)),
+            ack_delay: Duration::ZERO,
+            loss: 0.0,
+            delivered: 0,
+            packet_bytes: 1250,
+            srtt: ms(10),
+            app_limited: false,
+        };
+        assert_eq!(e.on_ack(early), None);
         let (mut t, mut total) = (Instant::ZERO, 0);
-        // The first round spans the handshake: one packet acknowledged.
+        // Every later round trip reads 12 ms (rising, under the target). The first round spans
+        // the handshake: one packet acknowledged.
         t += ms(50);
-        assert_eq!(round(&mut e, t, &mut total, 1, ms(10), false), 4e6, "start-up goes on");
+        assert_eq!(round(&mut e, t, &mut total, 1, ms(12), false), 4e6, "start-up goes on");
         // An application-limited round, then one that delivers less than was paced: the
         // packets it acknowledges left while the sender had nothing to send.
         t += ms(10);
-        assert_eq!(round(&mut e, t, &mut total, 1, ms(10), true), 4e6);
+        assert_eq!(round(&mut e, t, &mut total, 1, ms(12), true), 4e6);
         t += ms(10);
-        assert_eq!(round(&mut e, t, &mut total, 2, ms(10), false), 8e6, "start-up goes on");
+        assert_eq!(round(&mut e, t, &mut total, 2, ms(12), false), 8e6, "start-up goes on");
         // After a full round, the shortfall counts.
         t += ms(10);
-        let r = round(&mut e, t, &mut total, 2, ms(10), false);
+        let r = round(&mut e, t, &mut total, 2, ms(12), false);
         assert!((r - 1.8e6).abs() < 1.0, "β · 2 Mbit/s, got {r}");
         assert_eq!(e.rounds(), (4, 1));
     }

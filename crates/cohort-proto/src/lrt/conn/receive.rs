@@ -269,6 +269,7 @@ impl Connection {
                 now,
                 rtt,
                 ack_delay: Duration::from_micros(u64::from(a.ack_delay_us)),
+                loss: self.loss.loss(),
                 delivered: a.rx_data,
                 packet_bytes: self.symbol_wire_len(),
                 srtt: self.rtt.srtt(),
