@@ -235,17 +235,21 @@ mod tests {
         limited: bool,
     ) -> f64 {
         *total += pkts;
-        let s = AckSample {
-            now: at,
+        e.on_ack(sample(at, rtt, held, *total, limited)).expect("a round ended")
+    }
+
+    /// An acknowledgement of 1250-byte packets, `delivered` in all, with a 10 ms smoothed RTT.
+    fn sample(now: Instant, rtt: Duration, held: Duration, delivered: u64, limited: bool) -> AckSample {
+        AckSample {
+            now,
             rtt: Some(rtt),
             ack_delay: held,
             loss: 0.0,
-            delivered: *total,
+            delivered,
             packet_bytes: 1250,
             srtt: ms(10),
             app_limited: limited,
-        };
-        e.on_ack(s).expect("a round ended")
+        }
     }
 
     #[test]
@@ -310,17 +314,7 @@ mod tests {
     #[test]
     fn no_round_ends_before_a_round_trip_and_the_floor_holds() {
         let mut e = RateEstimator::new(100e6, 0.9, ms(5), Instant::ZERO);
-        let early = AckSample {
-            now: Instant::ZERO + ms(3),
-            rtt: Some(ms(10)),
-            ack_delay: Duration::ZERO,
-            loss: 0.0,
-            delivered: 5,
-            packet_bytes: 1250,
-            srtt: ms(10),
-            app_limited: false,
-        };
-        assert_eq!(e.on_ack(early), None);
+        assert_eq!(e.on_ack(sample(Instant::ZERO + ms(3), ms(10), Duration::ZERO, 5, false)), None);
         let (mut t, mut total) = (Instant::ZERO + ms(10), 5);
         assert_eq!(round(&mut e, t, &mut total, 0, ms(10), false), 4e6);
         // A saturated round that delivered nothing: the floor, not zero.
@@ -355,17 +349,7 @@ mod tests {
     fn the_first_round_and_one_after_an_idle_round_cannot_end_start_up() {
         let mut e = RateEstimator::new(100e6, 0.9, ms(5), Instant::ZERO);
         // A first sample inside the round: the path's 10 ms.
-        let early = AckSample {
-            now: Instant::ZERO + ms(5),
-            rtt: Some(ms(10)),
-            ack_delay: Duration::ZERO,
-            loss: 0.0,
-            delivered: 0,
-            packet_bytes: 1250,
-            srtt: ms(10),
-            app_limited: false,
-        };
-        assert_eq!(e.on_ack(early), None);
+        assert_eq!(e.on_ack(sample(Instant::ZERO + ms(5), ms(10), Duration::ZERO, 0, false)), None);
         let (mut t, mut total) = (Instant::ZERO, 0);
         // Every later round trip reads 12 ms (rising, under the target). The first round spans
         // the handshake: one packet acknowledged.
