@@ -415,6 +415,7 @@ impl BlockReceiver {
             rx_data: self.rx_data,
             rank: seen,
             loss_runs: 0,
+            // The block scheme's sender has no bandwidth estimator to take the hold out of.
             ack_delay_us: 0,
         };
         LrtRepr::Ack(ack).emit(buf)
