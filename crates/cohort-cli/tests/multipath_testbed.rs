@@ -7,6 +7,8 @@
 
 use std::process::Command;
 
+mod common;
+
 #[test]
 fn a_tiny_testbed_run_of_every_scenario_and_system() {
     // SAFETY: geteuid has no preconditions.
@@ -58,7 +60,7 @@ fn a_tiny_testbed_run_of_every_scenario_and_system() {
     for t in transfers {
         let rounds = t["first_rounds"].as_array().unwrap();
         assert_eq!(rounds.len(), 100, "{t}");
-        assert!(rounds.iter().all(|s| s.as_array().unwrap().len() == 2), "super-arms of two: {t}");
+        common::check_super_arms(&t["first_rounds"], 2, 4);
         assert!(t["regret"].as_f64().is_some_and(|g| g.is_finite() && g >= 0.0), "{t}");
     }
     // The robot that shared joined the team and started every radio from the team's view,
