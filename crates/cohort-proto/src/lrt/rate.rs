@@ -155,6 +155,11 @@ impl RateEstimator {
         (self.rounds, self.backoffs)
     }
 
+    /// The path's round-trip time without queue: the windowed minimum (zero before a sample).
+    fn path_min(&self) -> Duration {
+        self.min_rtt.map_or(Duration::ZERO, |(m, _)| m)
+    }
+
     /// Takes one acknowledgement; returns the new pacing rate when a round ended.
     pub fn on_ack(&mut self, s: AckSample) -> Option<f64> {
         if let Some(rtt) = s.rtt {
@@ -162,8 +167,7 @@ impl RateEstimator {
                 Some((m, at)) if rtt > m && s.now.saturating_duration_since(at) < MIN_RTT_WINDOW => {}
                 _ => self.min_rtt = Some((rtt, s.now)),
             }
-            let floor = self.min_rtt.map_or(Duration::ZERO, |(m, _)| m);
-            let adjusted = rtt.saturating_sub(s.ack_delay).max(floor);
+            let adjusted = rtt.saturating_sub(s.ack_delay).max(self.path_min());
             self.round_min_rtt = Some(self.round_min_rtt.map_or(adjusted, |m| m.min(adjusted)));
             self.round_max_rtt = self.round_max_rtt.max(adjusted);
         }
@@ -177,16 +181,13 @@ impl RateEstimator {
         }
         let delivered_bps =
             (s.delivered - self.round_delivered) as f64 * s.packet_bytes as f64 * 8.0 / elapsed.as_secs_f64();
-        let queue = match (self.round_min_rtt, self.min_rtt) {
-            (Some(r), Some((m, _))) => r.saturating_sub(m),
-            _ => Duration::ZERO,
-        };
-        let target = self.queue_target.max(self.min_rtt.map_or(Duration::ZERO, |(m, _)| m / 4));
+        let queue = self.round_min_rtt.map_or(Duration::ZERO, |r| r.saturating_sub(self.path_min()));
+        let target = self.queue_target.max(self.path_min() / 4);
         self.rounds += 1;
         let paced = std::mem::replace(&mut self.prev_rate_bps, self.rate_bps);
         let prev_full = std::mem::replace(&mut self.prev_full, !s.app_limited);
         let expected = paced * (1.0 - s.loss.clamp(0.0, 0.9));
-        let rising = self.round_max_rtt.saturating_sub(self.min_rtt.map_or(Duration::ZERO, |(m, _)| m)) > target / 4;
+        let rising = self.round_max_rtt.saturating_sub(self.path_min()) > target / 4;
         let short = self.mode == Mode::Startup && prev_full && rising && delivered_bps < 0.8 * expected;
         if (queue > target || short) && !s.app_limited {
             self.backoffs += 1;
