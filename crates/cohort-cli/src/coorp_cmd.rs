@@ -129,6 +129,11 @@ struct AgentArgs {
     /// The bulk token's `TIMESLICE`, seconds (the team must agree).
     #[arg(long, default_value_t = 5.0)]
     timeslice_s: f64,
+    /// Milliseconds of silence after which a robot's bulk counts as done and the token goes
+    /// back; an upload over TCP sockets of this robot gives it back sooner, once they have
+    /// nothing left to send.
+    #[arg(long, default_value_t = 200.0)]
+    bulk_idle_ms: f64,
 }
 
 #[derive(Debug, Args)]
@@ -247,6 +252,7 @@ pub fn snapshot_json(s: &AgentSnapshot) -> Value {
             "token_requests": st.token_requests, "untracked_packets": st.untracked_packets,
             "bulk_sessions": st.bulk_sessions, "bulk_refused": st.bulk_refused,
             "bulk_forgotten": st.bulk_forgotten, "early_releases": st.early_releases,
+            "drained_releases": st.drained_releases,
             "card_readings": st.card_readings, "card_early_holds": st.card_early_holds,
         },
         "gate": s.gate.map(|g| json!({
@@ -282,6 +288,9 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
     if !(a.timeslice_s.is_finite() && a.timeslice_s > 0.0 && a.timeslice_s < 4000.0) {
         return Err(CoorpError::Args(format!("--timeslice-s {} must lie in (0, 4000)", a.timeslice_s)));
     }
+    if !(a.bulk_idle_ms.is_finite() && (1.0..=60_000.0).contains(&a.bulk_idle_ms)) {
+        return Err(CoorpError::Args(format!("--bulk-idle-ms {} must lie in [1, 60000]", a.bulk_idle_ms)));
+    }
     if let Some(d) = a.duration_s
         && !(d.is_finite() && d > 0.0)
     {
@@ -316,6 +325,7 @@ fn agent_cmd(a: &AgentArgs) -> Result<ExitCode, CoorpError> {
         lead: Duration::from_secs_f64(a.lead_ms / 1e3),
         card_allowance_bytes: a.card_allowance_bytes,
         link_rate_bps: Some((a.link_mbps * 1e6) as u64),
+        bulk_idle: Duration::from_secs_f64(a.bulk_idle_ms / 1e3),
         overrides,
         own_port: a.bind.port(),
         ..defaults

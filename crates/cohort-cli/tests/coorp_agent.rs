@@ -265,6 +265,34 @@ fn a_held_gate_passes_the_acknowledgements_of_an_upload_it_receives() {
     let _ = std::fs::remove_file(&status);
 }
 
+/// Robot A uploads 4 MiB over plain TCP and keeps the connection open, silent. The agent reads
+/// the socket's send queue while it holds the token and gives the token back once it is empty,
+/// not after the silence it would otherwise wait out (`--bulk-idle-ms`, set past the run's end
+/// here). A bad `--bulk-idle-ms` is refused.
+#[test]
+fn the_token_goes_back_once_an_uploads_socket_has_nothing_left() {
+    let pair = pair("d");
+    let status = std::env::temp_dir().join(format!("coorp-agent-test-d{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&status);
+    let bad = pair.agent(&["--mode", "global", "--bulk-idle-ms", "0"], &status).output().unwrap();
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("--bulk-idle-ms 0"), "{bad:?}");
+    let args = ["--mode", "global", "--bulk-idle-ms", "60000", "--timeslice-s", "60", "--duration-s", "5"];
+    let mut agent = pair.agent(&args, &status).spawn().unwrap();
+    wait_for(&status, &mut agent);
+    let listener = netns::in_netns(&pair.b, || TcpListener::bind(SocketAddrV4::new(B, 5003))).unwrap();
+    let sink = sink(listener);
+    let mut up = netns::in_netns(&pair.a, || TcpStream::connect(SocketAddrV4::new(B, 5003))).unwrap();
+    up.write_all(&vec![9u8; 4 << 20]).unwrap();
+    let out = agent.wait_with_output().unwrap();
+    drop(up);
+    assert_eq!(sink.join().unwrap(), 4 << 20);
+    assert!(out.status.success(), "agent: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["stats"]["drained_releases"], 1, "the token went back as the socket drained: {v}");
+    assert_eq!(v["token"], "idle", "{v}");
+    let _ = std::fs::remove_file(&status);
+}
+
 /// The user overrides the agent's verdict while it runs (`cohort coorp override`): the control
 /// loop it marked EF is forced to bulk, and the receiver sees its datagrams unmarked again;
 /// `auto` gives the verdict back.

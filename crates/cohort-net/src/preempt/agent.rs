@@ -16,16 +16,21 @@
 //!   local half holds the bulk as long before each window as the card needs to drain.
 //!
 //! One thread waits in `ppoll(2)` on the observer and the socket until the machine's next
-//! deadline; the gate's backlog is read every [`AgentOptions::backlog_every`].
+//! deadline; the gate's backlog is read every [`AgentOptions::backlog_every`], and while the
+//! robot holds the token, how much its recent bulk flows' TCP sockets have left to send
+//! (`sock_diag`), so an upload that is done gives the token back at once.
 
 use super::bulk::{BulkRequest, WirePermit};
 use super::card::{CardError, CardReader, CardSource};
 use super::gate::{BulkGate, GateConfig, GateError, GateStats};
 use super::marker::{Marker, MarkerError};
+use super::netlink::Rtnl;
 use super::observer::{Observer, ObserverStats};
 use crate::Secure;
 use cohort_proto::Dest;
-use cohort_proto::preempt::agent::{Action, Agent, AgentConfig, AgentStats, Flow, Marking, Override};
+use cohort_proto::preempt::agent::{
+    Action, Agent, AgentConfig, AgentStats, Flow, FlowKey, Marking, Override, PROTO_TCP,
+};
 use cohort_proto::preempt::client::ClientState;
 use cohort_wire::frame::{TeamKey, kind};
 use std::io;
@@ -302,6 +307,10 @@ pub fn run(
         let cfg = GateConfig { bulk_by_priority: true, ..GateConfig::new(opts.dev.clone(), opts.link_rate_bps) };
         Some(BulkGate::install(cfg)?)
     };
+    // Where sock_diag is missing the token goes back after `bulk_idle` of silence only.
+    let mut diag = gate.as_ref().and_then(|_| {
+        Rtnl::sock_diag().inspect_err(|e| tracing::warn!(%e, "agent: no sock_diag, the token waits out bulk_idle")).ok()
+    });
     let started = clock.now();
     let end = opts.duration.map(|d| started + d);
     let mut next_card = started;
@@ -386,6 +395,17 @@ pub fn run(
                     kernel_errors += 1;
                     tracing::warn!(%e, "agent: reading the gate's backlog");
                 }
+            }
+            if let Some(d) = diag.as_mut()
+                && matches!(agent.client().map(|c| c.state()), Some(ClientState::Holding { .. }))
+            {
+                let flows: Vec<FlowKey> = agent.recent_bulk_flows(now).collect();
+                let pending = send_queues(d, &flows).unwrap_or_else(|e| {
+                    kernel_errors += 1;
+                    tracing::debug!(%e, "agent: reading a socket's send queue");
+                    None
+                });
+                agent.on_send_queues(now, pending);
             }
         }
         if let Some(probe) = &mut card
@@ -493,6 +513,22 @@ pub fn run(
     drop(gate);
     drop(marker);
     Ok(last)
+}
+
+/// Bytes the senders of `flows` have written and not had acknowledged, when every one is a
+/// TCP socket of this host; `None` when one is not (UDP, or a flow this robot forwards).
+fn send_queues(diag: &mut Rtnl, flows: &[FlowKey]) -> io::Result<Option<u64>> {
+    let mut total = 0u64;
+    for k in flows {
+        if k.proto != PROTO_TCP {
+            return Ok(None);
+        }
+        match diag.tcp_unacked(k.src, k.dst)? {
+            Some(b) => total += u64::from(b),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(total))
 }
 
 #[cfg(test)]

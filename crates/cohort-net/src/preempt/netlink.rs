@@ -1,7 +1,10 @@
 //! The rtnetlink requests of the bulk gate: on its fast path, change a TBF qdisc's rate and
 //! burst (`RTM_NEWQDISC` without `NLM_F_CREATE`, as `tc qdisc change` sends it) and read the
 //! kernel's acknowledgement; and read how many packets a qdisc holds (`RTM_GETQDISC` dump,
-//! `TCA_STATS2`/`TCA_STATS_QUEUE`, as `tc -s qdisc show` reads it).
+//! `TCA_STATS2`/`TCA_STATS_QUEUE`, as `tc -s qdisc show` reads it). And the one `sock_diag`
+//! request of the agent: how many bytes a local TCP socket has written and not had
+//! acknowledged (`SOCK_DIAG_BY_FAMILY` for one socket, `inet_diag_msg.idiag_wqueue`, `ss`'s
+//! Send-Q; `linux/inet_diag.h`, `net/ipv4/tcp_diag.c`).
 //!
 //! Written by hand because it is one fixed message: the layouts are `linux/netlink.h`
 //! (`nlmsghdr`), `linux/rtnetlink.h` (`tcmsg`, `rtattr`) and `linux/pkt_sched.h`
@@ -11,6 +14,7 @@
 //! release take effect at once.
 
 use std::io;
+use std::net::SocketAddrV4;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 const RTM_NEWQDISC: u16 = 36;
@@ -29,6 +33,12 @@ const TCA_TBF_RATE64: u16 = 4;
 const TCA_TBF_BURST: u16 = 6;
 const NLA_F_NESTED: u16 = 1 << 15;
 const TC_LINKLAYER_ETHERNET: u8 = 1;
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+const INET_DIAG_NOCOOKIE: u32 = !0;
+/// `inet_diag_msg`: family, state, timer, retrans (4), `inet_diag_sockid` (48), expires,
+/// rqueue, wqueue, uid, inode (20).
+const INET_DIAG_MSG_LEN: usize = 72;
+const INET_DIAG_WQUEUE_AT: usize = 60;
 
 /// A TBF's settings: rate in bytes per second, bucket in bytes, queue limit in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +102,65 @@ pub fn qdisc_dump(seq: u32, ifindex: i32) -> Vec<u8> {
     m[6..8].copy_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
     m[8..12].copy_from_slice(&seq.to_ne_bytes());
     m
+}
+
+/// The `SOCK_DIAG_BY_FAMILY` request for the TCP socket of this host whose local address is
+/// `local` and peer `peer` (`struct inet_diag_req_v2` with a full `inet_diag_sockid`: the
+/// kernel looks that one socket up, `inet_diag_find_one_icsk`; no cookie to check).
+pub fn tcp_socket_query(seq: u32, local: SocketAddrV4, peer: SocketAddrV4) -> Vec<u8> {
+    let mut m = vec![0u8; 16];
+    // family, protocol, extensions, pad, states (all).
+    m.extend_from_slice(&[libc::AF_INET as u8, libc::IPPROTO_TCP as u8, 0, 0]);
+    m.extend_from_slice(&u32::MAX.to_ne_bytes());
+    // inet_diag_sockid: ports and addresses in network order, interface, cookie.
+    m.extend_from_slice(&local.port().to_be_bytes());
+    m.extend_from_slice(&peer.port().to_be_bytes());
+    for ip in [local.ip(), peer.ip()] {
+        m.extend_from_slice(&ip.octets());
+        m.extend_from_slice(&[0u8; 12]);
+    }
+    m.extend_from_slice(&0u32.to_ne_bytes());
+    m.extend_from_slice(&INET_DIAG_NOCOOKIE.to_ne_bytes());
+    m.extend_from_slice(&INET_DIAG_NOCOOKIE.to_ne_bytes());
+    let len = m.len() as u32;
+    m[0..4].copy_from_slice(&len.to_ne_bytes());
+    m[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    m[6..8].copy_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    m[8..12].copy_from_slice(&seq.to_ne_bytes());
+    m
+}
+
+/// Reads the reply to [`tcp_socket_query`] `seq` out of a received datagram: `Some(Some(bytes))`
+/// the socket's unacknowledged bytes, `Some(None)` no such socket here (`ENOENT`), `None` no
+/// reply to `seq` in it; a malformed message or another refusal is an error.
+pub fn parse_socket_reply(buf: &[u8], seq: u32) -> io::Result<Option<Option<u32>>> {
+    let mut at = 0;
+    while buf.len() >= at + 16 {
+        let u32_at = |i: usize| u32::from_ne_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+        let len = u32_at(at) as usize;
+        let ty = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
+        if len < 16 || at + len > buf.len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed netlink message"));
+        }
+        if u32_at(at + 8) == seq {
+            match ty {
+                NLMSG_ERROR if len >= 20 => {
+                    let errno = -(u32_at(at + 16) as i32);
+                    return if errno == libc::ENOENT {
+                        Ok(Some(None))
+                    } else {
+                        Err(io::Error::from_raw_os_error(errno))
+                    };
+                }
+                SOCK_DIAG_BY_FAMILY if len >= 16 + INET_DIAG_MSG_LEN => {
+                    return Ok(Some(Some(u32_at(at + 16 + INET_DIAG_WQUEUE_AT))));
+                }
+                _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "unexpected sock_diag reply")),
+            }
+        }
+        at += len.next_multiple_of(4);
+    }
+    Ok(None)
 }
 
 /// Packets and bytes a qdisc holds (`struct gnet_stats_queue`: qlen, backlog).
@@ -177,7 +246,8 @@ pub fn parse_ack(buf: &[u8], seq: u32) -> io::Result<bool> {
     Ok(false)
 }
 
-/// A `NETLINK_ROUTE` socket of the calling thread's network namespace.
+/// A netlink socket of the calling thread's network namespace: `NETLINK_ROUTE` for the gate
+/// ([`Rtnl::open`]), `NETLINK_SOCK_DIAG` for the agent's socket queries ([`Rtnl::sock_diag`]).
 #[derive(Debug)]
 pub struct Rtnl {
     fd: OwnedFd,
@@ -186,13 +256,34 @@ pub struct Rtnl {
 
 impl Rtnl {
     pub fn open() -> io::Result<Self> {
+        Self::of(libc::NETLINK_ROUTE)
+    }
+
+    pub fn sock_diag() -> io::Result<Self> {
+        Self::of(libc::NETLINK_SOCK_DIAG)
+    }
+
+    fn of(protocol: libc::c_int) -> io::Result<Self> {
         // SAFETY: plain socket(2); the descriptor is owned from here on.
-        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_ROUTE) };
+        let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, protocol) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `fd` is a fresh descriptor nothing else owns.
         Ok(Rtnl { fd: unsafe { OwnedFd::from_raw_fd(fd) }, seq: 0 })
+    }
+
+    /// Bytes the TCP socket `local` → `peer` of this host has written and not had
+    /// acknowledged; `None` if there is no such socket here.
+    pub fn tcp_unacked(&mut self, local: SocketAddrV4, peer: SocketAddrV4) -> io::Result<Option<u32>> {
+        self.seq = self.seq.wrapping_add(1);
+        self.send(&tcp_socket_query(self.seq, local, peer))?;
+        let mut buf = [0u8; 8192];
+        loop {
+            if let Some(r) = parse_socket_reply(self.recv(&mut buf)?, self.seq)? {
+                return Ok(r);
+            }
+        }
     }
 
     fn send(&self, msg: &[u8]) -> io::Result<()> {
@@ -286,6 +377,77 @@ mod tests {
         bad[0..4].copy_from_slice(&1000u32.to_ne_bytes());
         assert!(parse_ack(&bad, 5).is_err());
         assert!(!parse_ack(&[1, 2, 3], 5).unwrap());
+    }
+
+    #[test]
+    fn a_socket_query_has_the_kernel_layout_and_its_replies_are_read() {
+        let (local, peer) = ("10.0.0.2:46000".parse().unwrap(), "10.0.0.1:5001".parse().unwrap());
+        let m = tcp_socket_query(9, local, peer);
+        // nlmsghdr 16 + inet_diag_req_v2 56.
+        assert_eq!(m.len(), 16 + 56);
+        assert_eq!(u16::from_ne_bytes([m[4], m[5]]), SOCK_DIAG_BY_FAMILY);
+        assert_eq!((m[16], m[17]), (libc::AF_INET as u8, libc::IPPROTO_TCP as u8));
+        assert_eq!(&m[24..28], &[0xb3, 0xb0, 0x13, 0x89], "ports in network order");
+        assert_eq!((&m[28..32], &m[44..48]), (&[10, 0, 0, 2][..], &[10, 0, 0, 1][..]));
+        assert_eq!(&m[64..72], &[0xff; 8], "no cookie to check");
+        let reply = |seq: u32, ty: u16, wqueue: u32| {
+            let mut b = vec![0u8; 16 + INET_DIAG_MSG_LEN];
+            b[0..4].copy_from_slice(&((16 + INET_DIAG_MSG_LEN) as u32).to_ne_bytes());
+            b[4..6].copy_from_slice(&ty.to_ne_bytes());
+            b[8..12].copy_from_slice(&seq.to_ne_bytes());
+            b[16 + INET_DIAG_WQUEUE_AT..16 + INET_DIAG_WQUEUE_AT + 4].copy_from_slice(&wqueue.to_ne_bytes());
+            b
+        };
+        assert_eq!(parse_socket_reply(&reply(9, SOCK_DIAG_BY_FAMILY, 4096), 9).unwrap(), Some(Some(4096)));
+        assert_eq!(parse_socket_reply(&reply(8, SOCK_DIAG_BY_FAMILY, 4096), 9).unwrap(), None, "another request's");
+        let mut gone = reply(9, NLMSG_ERROR, 0);
+        gone[16..20].copy_from_slice(&(-libc::ENOENT).to_ne_bytes());
+        assert_eq!(parse_socket_reply(&gone, 9).unwrap(), Some(None), "no such socket");
+        gone[16..20].copy_from_slice(&(-libc::EPERM).to_ne_bytes());
+        assert_eq!(parse_socket_reply(&gone, 9).unwrap_err().raw_os_error(), Some(libc::EPERM));
+        let short = reply(9, SOCK_DIAG_BY_FAMILY, 1);
+        assert!(parse_socket_reply(&short[..40], 9).is_err(), "a length past the datagram");
+        let mut truncated = short[..40].to_vec();
+        truncated[0..4].copy_from_slice(&40u32.to_ne_bytes());
+        assert!(parse_socket_reply(&truncated, 9).is_err(), "a reply too short for its message");
+    }
+
+    /// The kernel's own answer: a socket whose peer does not read keeps bytes unacknowledged;
+    /// once the peer has read them all, none; a socket that is not there, `None`.
+    #[test]
+    fn the_kernel_reports_what_a_tcp_socket_has_left() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (mut rx, _) = listener.accept().unwrap();
+        let v4 = |a: std::net::SocketAddr| match a {
+            std::net::SocketAddr::V4(a) => a,
+            std::net::SocketAddr::V6(_) => unreachable!("bound to 127.0.0.1"),
+        };
+        let (local, peer) = (v4(tx.local_addr().unwrap()), v4(tx.peer_addr().unwrap()));
+        let mut diag = Rtnl::sock_diag().unwrap();
+        assert_eq!(diag.tcp_unacked(local, peer).unwrap(), Some(0), "nothing written yet");
+        tx.set_nonblocking(true).unwrap();
+        let chunk = vec![7u8; 64 << 10];
+        let mut written = 0usize;
+        while let Ok(n) = tx.write(&chunk) {
+            written += n;
+        }
+        let left = diag.tcp_unacked(local, peer).unwrap().expect("the socket is there");
+        assert!(left > 0, "a peer that does not read leaves bytes in the sender ({written} written)");
+        let mut buf = vec![0u8; 1 << 16];
+        let mut read = 0usize;
+        while read < written {
+            read += rx.read(&mut buf).unwrap();
+        }
+        // Every byte read was acknowledged; the last acknowledgement may still be on its way.
+        let drained = (0..2000).any(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            diag.tcp_unacked(local, peer).unwrap() == Some(0)
+        });
+        assert!(drained, "the peer read everything, yet bytes stay unacknowledged");
+        let nobody = "127.0.0.1:9".parse().unwrap();
+        assert_eq!(diag.tcp_unacked(local, nobody).unwrap(), None);
     }
 
     /// One `RTM_NEWQDISC` reply as the kernel writes it: tcmsg, a kind, and `TCA_STATS2` with

@@ -282,6 +282,8 @@ pub struct Flow {
     pub packets: u64,
     pub bytes: u64,
     pub last_seen: Instant,
+    /// When a data packet of it last counted as bulk (`None`: never).
+    pub last_bulk: Option<Instant>,
     classifier: FlowClassifier,
     burst_start: Instant,
     burst_bytes: u64,
@@ -317,6 +319,9 @@ pub struct AgentStats {
     pub bulk_refused: u64,
     pub bulk_forgotten: u64,
     pub early_releases: u64,
+    /// Tokens given back before `bulk_idle` of silence because the kernel said the foreign
+    /// bulk's senders had nothing left ([`Agent::on_send_queues`]).
+    pub drained_releases: u64,
     /// Readings of the card's load, and holds that began earlier than the fixed lead because
     /// the card held more than it could send before the window.
     pub card_readings: u64,
@@ -428,6 +433,8 @@ pub struct Agent {
     window_latch: Option<Instant>,
     /// When bulk other than a session's own last flowed or waited in the gate (`None`: never).
     last_bulk: Option<Instant>,
+    /// When the kernel last said the senders of the recent bulk flows had nothing left.
+    drained: Option<Instant>,
     /// When idle flows are next looked for (every tenth of `flow_idle`, not at every wake-up:
     /// the runtime calls `handle_timeout` once per batch of packets).
     next_sweep: Instant,
@@ -464,6 +471,7 @@ impl Agent {
             card: None,
             window_latch: None,
             last_bulk: None,
+            drained: None,
             next_sweep: now,
             actions: VecDeque::new(),
             stats: AgentStats::default(),
@@ -530,6 +538,7 @@ impl Agent {
                     packets: 0,
                     bytes: 0,
                     last_seen: now,
+                    last_bulk: None,
                     classifier,
                     burst_start: now,
                     burst_bytes: 0,
@@ -574,8 +583,33 @@ impl Agent {
             // A bulk session's own packets are gated like any bulk, but its demand, not its
             // packets, decides when the token is wanted and given back.
             self.last_bulk = Some(now);
+            flow.last_bulk = Some(now);
             self.want_token(now);
         }
+        self.update_gate(now);
+    }
+
+    /// The flows whose data counted as bulk within [`AgentConfig::bulk_idle`]: the runtime
+    /// asks the kernel whether their senders have anything left to send
+    /// ([`on_send_queues`](Self::on_send_queues)).
+    pub fn recent_bulk_flows(&self, now: Instant) -> impl Iterator<Item = FlowKey> + '_ {
+        let idle = self.cfg.bulk_idle;
+        self.flows
+            .values()
+            .filter(move |f| f.last_bulk.is_some_and(|b| now.saturating_duration_since(b) < idle))
+            .map(|f| f.key)
+    }
+
+    /// What the senders of [`recent_bulk_flows`](Self::recent_bulk_flows) have left, read
+    /// from the kernel after every packet shown to the agent so far: `Some(bytes)` when each
+    /// is a TCP socket of this host (bytes written and not yet acknowledged, `ss`'s Send-Q),
+    /// `None` when one is not (a forwarded flow, UDP). An upload whose sockets are empty is
+    /// done: the token goes back now instead of after `bulk_idle` of silence, which on a team
+    /// uploading in turn leaves the channel idle that long at every hand-over (Algorithm 1's
+    /// early release, for applications that cannot tell the agent themselves).
+    pub fn on_send_queues(&mut self, now: Instant, pending: Option<u64>) {
+        self.drained = (pending == Some(0)).then_some(now);
+        self.release_if_done(now, false);
         self.update_gate(now);
     }
 
@@ -753,11 +787,12 @@ impl Agent {
     }
 
     /// Gives the token back when nothing wants it: no bulk session with data left, nothing in
-    /// the gate, and no foreign bulk for `bulk_idle` (or at once when `early`, as a session
-    /// just closed, but never while foreign bulk flowed within `bulk_idle`).
+    /// the gate, and no foreign bulk for `bulk_idle` or its senders drained since it last
+    /// flowed (`early`: a session just closed; counted).
     fn release_if_done(&mut self, now: Instant, early: bool) {
-        let foreign_idle = self.last_bulk.is_none_or(|l| now.saturating_duration_since(l) >= self.cfg.bulk_idle);
-        if self.bulk.values().any(|b| b.pending > 0) || self.backlog > 0 || !foreign_idle {
+        let silent = self.last_bulk.is_none_or(|l| now.saturating_duration_since(l) >= self.cfg.bulk_idle);
+        let drained = matches!((self.drained, self.last_bulk), (Some(d), Some(l)) if d >= l);
+        if self.bulk.values().any(|b| b.pending > 0) || self.backlog > 0 || !(silent || drained) {
             return;
         }
         if let Some(c) = self.client.as_mut()
@@ -766,6 +801,9 @@ impl Agent {
             c.finished(now);
             if early {
                 self.stats.early_releases += 1;
+            }
+            if !silent {
+                self.stats.drained_releases += 1;
             }
         }
     }

@@ -400,6 +400,46 @@ fn foreign_bulk_keeps_the_token_past_a_closing_session() {
 }
 
 #[test]
+fn a_foreign_upload_whose_sockets_drained_gives_the_token_back_before_the_idle_time() {
+    let mut a = agent(Mode::Global);
+    let t0 = Instant::ZERO;
+    let up = key(PROTO_TCP, 46000, 5001);
+    upload(&mut a, up, t0, 1);
+    run_alone(&mut a, t0, t0 + Duration::from_millis(5));
+    let t1 = t0 + Duration::from_millis(6);
+    assert!(a.client().unwrap().may_send(t1), "the lone robot holds the token");
+    upload(&mut a, up, t1, 50);
+    let last = t1 + Duration::from_micros(120 * 49);
+    assert_eq!(a.recent_bulk_flows(last).collect::<Vec<_>>(), [up]);
+    // Bytes still unacknowledged, or a sender the kernel does not know: the token stays.
+    a.on_send_queues(last, Some(30_000));
+    a.on_send_queues(last, None);
+    assert!(a.client().unwrap().may_send(last));
+    // Drained, then a packet: that reading says nothing about the packet.
+    a.on_send_queues(last, Some(0));
+    assert!(!a.client().unwrap().wants());
+    upload(&mut a, up, last + Duration::from_millis(1), 1);
+    run_alone(&mut a, last + Duration::from_millis(1), last + Duration::from_millis(5));
+    let last = last + Duration::from_millis(5);
+    assert!(a.client().unwrap().may_send(last), "the token came back for the new packet");
+    a.handle_timeout(last + Duration::from_millis(1));
+    assert!(a.client().unwrap().may_send(last + Duration::from_millis(1)));
+    // Drained after the last packet: back now, not after `bulk_idle` of silence.
+    let t2 = last + Duration::from_millis(3);
+    a.on_send_queues(t2, Some(0));
+    assert!(!a.client().unwrap().wants(), "the token went back {:?} after the upload", t2 - last);
+    assert_eq!((a.stats().drained_releases, a.stats().early_releases), (2, 0));
+    // The upload's next packet asks for the token again; the old reading no longer counts.
+    let t3 = t2 + Duration::from_millis(50);
+    upload(&mut a, up, t3, 1);
+    assert!(a.client().unwrap().wants());
+    run_alone(&mut a, t3, t3 + Duration::from_millis(5));
+    assert!(a.client().unwrap().may_send(t3 + Duration::from_millis(5)), "{:?}", a.client().unwrap().state());
+    // Nothing flowed for `bulk_idle`: no flow is recent any more.
+    assert_eq!(a.recent_bulk_flows(t3 + a.config().bulk_idle).count(), 0);
+}
+
+#[test]
 fn a_silent_session_is_forgotten_and_releases_the_token() {
     let mut a = agent(Mode::Global);
     let t0 = Instant::ZERO;
