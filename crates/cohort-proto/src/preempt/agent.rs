@@ -29,8 +29,9 @@
 //!   at the full channel rate): on a card that gets a fifth of the channel, a fifth of it.
 //! * **Global preemption.** While bulk waits in the gate or flows, the robot wants the team's
 //!   bulk token ([`Client`]); without it the bulk is held. The robot named arbiter runs the
-//!   [`Arbiter`] too. Once the bulk has been idle for [`AgentConfig::bulk_idle`], the token
-//!   goes back early.
+//!   [`Arbiter`] too. The token goes back early once the bulk is done: its TCP senders have
+//!   nothing left ([`Agent::on_send_queues`]), or it has been silent for
+//!   [`AgentConfig::bulk_idle`].
 //!
 //! * **Cohort's own bulk.** A bulk sender that knows it is one (`cohort bulk send`) tells the
 //!   agent how much it has left ([`Agent::bulk_demand`]) and hands data to the kernel only
@@ -166,7 +167,9 @@ pub struct AgentConfig {
     /// How often the runtime reads the card: a hold starts early enough for what the gate
     /// can hand the card between two readings. Default 500 µs.
     pub card_every: Duration,
-    /// A token holder whose bulk has been idle this long gives it back. Default 200 ms.
+    /// A token holder whose bulk has been silent this long gives it back (sooner when the
+    /// kernel says its TCP senders have nothing left). Default 200 ms. Also how far back a
+    /// flow counts as recent bulk ([`Agent::recent_bulk_flows`]).
     pub bulk_idle: Duration,
     /// Verdicts forced by port (either end of a flow).
     pub overrides: Vec<(u16, Override)>,
