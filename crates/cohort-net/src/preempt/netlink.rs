@@ -134,33 +134,57 @@ pub fn tcp_socket_query(seq: u32, local: SocketAddrV4, peer: SocketAddrV4) -> Ve
 /// the socket's unacknowledged bytes, `Some(None)` no such socket here (`ENOENT`), `None` no
 /// reply to `seq` in it; a malformed message or another refusal is an error.
 pub fn parse_socket_reply(buf: &[u8], seq: u32) -> io::Result<Option<Option<u32>>> {
-    let mut at = 0;
-    while buf.len() >= at + 16 {
-        let u32_at = |i: usize| u32::from_ne_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
-        let len = u32_at(at) as usize;
-        let ty = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
-        if len < 16 || at + len > buf.len() {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed netlink message"));
+    for m in messages(buf) {
+        let m = m?;
+        if m.seq != seq {
+            continue;
         }
-        if u32_at(at + 8) == seq {
-            match ty {
-                NLMSG_ERROR if len >= 20 => {
-                    let errno = -(u32_at(at + 16) as i32);
-                    return if errno == libc::ENOENT {
-                        Ok(Some(None))
-                    } else {
-                        Err(io::Error::from_raw_os_error(errno))
-                    };
-                }
-                SOCK_DIAG_BY_FAMILY if len >= 16 + INET_DIAG_MSG_LEN => {
-                    return Ok(Some(Some(u32_at(at + 16 + INET_DIAG_WQUEUE_AT))));
-                }
-                _ => return Err(io::Error::new(io::ErrorKind::InvalidData, "unexpected sock_diag reply")),
+        return match m.ty {
+            NLMSG_ERROR if m.body.len() >= 4 => match errno(m.body) {
+                libc::ENOENT => Ok(Some(None)),
+                e => Err(io::Error::from_raw_os_error(e)),
+            },
+            SOCK_DIAG_BY_FAMILY if m.body.len() >= INET_DIAG_MSG_LEN => {
+                Ok(Some(Some(ne_u32(&m.body[INET_DIAG_WQUEUE_AT..]))))
             }
-        }
-        at += len.next_multiple_of(4);
+            _ => Err(io::Error::new(io::ErrorKind::InvalidData, "unexpected sock_diag reply")),
+        };
     }
     Ok(None)
+}
+
+/// One netlink message of a received datagram: its type, sequence number and what follows
+/// the 16-byte `nlmsghdr`.
+struct Message<'a> {
+    ty: u16,
+    seq: u32,
+    body: &'a [u8],
+}
+
+fn ne_u32(b: &[u8]) -> u32 {
+    u32::from_ne_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// The errno of an `NLMSG_ERROR` body (`struct nlmsgerr`: the negated errno first).
+fn errno(body: &[u8]) -> i32 {
+    -(ne_u32(body) as i32)
+}
+
+/// The messages of a received datagram in order; a length that does not fit is an error, and
+/// the last item.
+fn messages(buf: &[u8]) -> impl Iterator<Item = io::Result<Message<'_>>> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let h = buf.get(at..at + 16)?;
+        let len = ne_u32(h) as usize;
+        if len < 16 || at + len > buf.len() {
+            at = buf.len();
+            return Some(Err(io::Error::new(io::ErrorKind::InvalidData, "malformed netlink message")));
+        }
+        let m = Message { ty: u16::from_ne_bytes([h[4], h[5]]), seq: ne_u32(&h[8..]), body: &buf[at + 16..at + len] };
+        at += len.next_multiple_of(4);
+        Some(Ok(m))
+    })
 }
 
 /// Packets and bytes a qdisc holds (`struct gnet_stats_queue`: qlen, backlog).
@@ -186,41 +210,26 @@ fn attrs(buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
 /// Reads the dump replies in `buf`: the queue of qdisc `handle` on `ifindex` if among them,
 /// and whether the dump is complete (`NLMSG_DONE` seen).
 pub fn parse_qdisc_dump(buf: &[u8], ifindex: i32, handle: u32) -> io::Result<(Option<QueueStats>, bool)> {
-    let mut at = 0;
     let mut found = None;
-    while buf.len() >= at + 16 {
-        let u32_at = |i: usize| u32::from_ne_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
-        let len = u32_at(at) as usize;
-        let ty = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
-        if len < 16 || at + len > buf.len() {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed netlink message"));
-        }
-        match ty {
+    for m in messages(buf) {
+        let m = m?;
+        match m.ty {
             NLMSG_DONE => return Ok((found, true)),
-            NLMSG_ERROR if len >= 20 => {
-                let errno = u32_at(at + 16) as i32;
-                return Err(io::Error::from_raw_os_error(-errno));
-            }
-            RTM_NEWQDISC if len >= 36 => {
-                let body = &buf[at + 16..at + len];
-                let idx = i32::from_ne_bytes([body[4], body[5], body[6], body[7]]);
-                let h = u32::from_ne_bytes([body[8], body[9], body[10], body[11]]);
-                if idx == ifindex && h == handle {
-                    let queue = attrs(&body[20..])
-                        .filter(|&(t, _)| t == TCA_STATS2)
-                        .flat_map(|(_, p)| attrs(p))
-                        .find(|&(t, p)| t == TCA_STATS_QUEUE && p.len() >= 8);
-                    if let Some((_, p)) = queue {
-                        found = Some(QueueStats {
-                            packets: u32::from_ne_bytes([p[0], p[1], p[2], p[3]]),
-                            bytes: u32::from_ne_bytes([p[4], p[5], p[6], p[7]]),
-                        });
-                    }
+            NLMSG_ERROR if m.body.len() >= 4 => return Err(io::Error::from_raw_os_error(errno(m.body))),
+            // struct tcmsg: family and pads, ifindex, handle, parent, info; attributes after.
+            RTM_NEWQDISC
+                if m.body.len() >= 20 && ne_u32(&m.body[4..]) as i32 == ifindex && ne_u32(&m.body[8..]) == handle =>
+            {
+                let queue = attrs(&m.body[20..])
+                    .filter(|&(t, _)| t == TCA_STATS2)
+                    .flat_map(|(_, p)| attrs(p))
+                    .find(|&(t, p)| t == TCA_STATS_QUEUE && p.len() >= 8);
+                if let Some((_, p)) = queue {
+                    found = Some(QueueStats { packets: ne_u32(p), bytes: ne_u32(&p[4..]) });
                 }
             }
             _ => {}
         }
-        at += len.next_multiple_of(4);
     }
     Ok((found, false))
 }
@@ -229,19 +238,12 @@ pub fn parse_qdisc_dump(buf: &[u8], ifindex: i32, handle: u32) -> io::Result<(Op
 /// kernel accepted it, an error with its errno if it refused, `Ok(false)` if the datagram holds
 /// no acknowledgement of `seq`.
 pub fn parse_ack(buf: &[u8], seq: u32) -> io::Result<bool> {
-    let mut at = 0;
-    while buf.len() >= at + 20 {
-        let u32_at = |i: usize| u32::from_ne_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
-        let len = u32_at(at) as usize;
-        let ty = u16::from_ne_bytes([buf[at + 4], buf[at + 5]]);
-        if len < 16 || at + len > buf.len() {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, "malformed netlink message"));
+    for m in messages(buf) {
+        let m = m?;
+        if m.ty == NLMSG_ERROR && m.seq == seq && m.body.len() >= 4 {
+            let e = errno(m.body);
+            return if e == 0 { Ok(true) } else { Err(io::Error::from_raw_os_error(e)) };
         }
-        if ty == NLMSG_ERROR && u32_at(at + 8) == seq {
-            let errno = u32_at(at + 16) as i32;
-            return if errno == 0 { Ok(true) } else { Err(io::Error::from_raw_os_error(-errno)) };
-        }
-        at += len.next_multiple_of(4);
     }
     Ok(false)
 }
