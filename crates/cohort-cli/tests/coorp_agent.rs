@@ -288,7 +288,9 @@ fn the_token_goes_back_once_an_uploads_socket_has_nothing_left() {
     assert_eq!(sink.join().unwrap(), 4 << 20);
     assert!(out.status.success(), "agent: {}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["stats"]["drained_releases"], 1, "the token went back as the socket drained: {v}");
+    // At least once: a writer descheduled long enough for its socket to drain mid-upload gives
+    // the token back then too, and asks again with its next packet.
+    assert!(v["stats"]["drained_releases"].as_u64().unwrap() >= 1, "the token went back as the socket drained: {v}");
     assert_eq!(v["token"], "idle", "{v}");
     let _ = std::fs::remove_file(&status);
 }
