@@ -286,7 +286,8 @@ def plot_transport(report: dict[str, Any], out: Path) -> None:
             _cdf(ax, figs["cdf_ms"], label=f"{name}{mark}", color=color)
         ax.axvline(owd, color="gray", linestyle=":")
         ax.set_xscale("log")
-        ax.set_title(f"{case['workload']}, loss {case['loss']:.0%}")
+        fades = f" in {case['burst_ms']:g} ms fades" if case.get("burst_ms") else ""
+        ax.set_title(f"{case['workload']}, loss {case['loss']:.0%}{fades}")
         ax.set_xlabel("in-order delay (ms)")
         ax.set_ylabel("CDF")
         ax.grid(alpha=0.3)

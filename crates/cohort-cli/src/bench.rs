@@ -236,9 +236,18 @@ struct TransportArgs {
     seconds: f64,
     #[arg(long, default_value_t = 3.0)]
     warmup_s: f64,
-    /// Loss rates, comma-separated.
+    /// Independent loss rates, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [0.0, 0.02, 0.05, 0.10])]
     losses: Vec<f64>,
+    /// Mean loss rates of the cases whose losses come in fades (the channel down for
+    /// `--burst-ms` on average), comma-separated; `--fades` alone: none.
+    #[arg(long, value_delimiter = ',', num_args = 0.., default_values_t = [0.10])]
+    fades: Vec<f64>,
+    #[arg(long, default_value_t = 3.0)]
+    burst_ms: f64,
+    /// Slot of the loss trace every link of a run replays (µs): each slot lost or not.
+    #[arg(long, default_value_t = 10.0)]
+    loss_slot_us: f64,
     /// Transports, comma-separated (lrt, tcp_cubic, tcp_bbr, kcp, quic, quic_bbr).
     #[arg(long, value_delimiter = ',', default_values_t = cohort_bench::transport::TRANSPORTS.map(String::from))]
     transports: Vec<String>,
@@ -802,8 +811,17 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
     if !(a.seconds > 0.0 && a.seconds <= 600.0 && (0.0..=60.0).contains(&a.warmup_s)) {
         return Err(BenchError::Invalid("--seconds in (0, 600], --warmup-s in [0, 60]".into()));
     }
-    if let Some(bad) = a.losses.iter().find(|l| !(0.0..0.9).contains(*l)) {
+    if let Some(bad) = a.losses.iter().chain(&a.fades).find(|l| !(0.0..0.9).contains(*l)) {
         return Err(BenchError::Invalid(format!("loss {bad} must be in [0, 0.9)")));
+    }
+    if !(a.loss_slot_us.is_finite() && (1.0..=1e6).contains(&a.loss_slot_us)) {
+        return Err(BenchError::Invalid(format!("--loss-slot-us {} must be in [1, 1e6]", a.loss_slot_us)));
+    }
+    if !(a.burst_ms.is_finite() && a.burst_ms * 1e3 >= a.loss_slot_us && a.burst_ms <= 60_000.0) {
+        return Err(BenchError::Invalid(format!(
+            "--burst-ms {} must be at least one slot and at most 60 s",
+            a.burst_ms
+        )));
     }
     if let Some(bad) = a.transports.iter().find(|t| !TRANSPORTS.contains(&t.as_str())) {
         return Err(BenchError::Invalid(format!("unknown transport {bad:?}; known: {}", TRANSPORTS.join(", "))));
@@ -816,6 +834,9 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
         seconds: a.seconds,
         warmup_s: a.warmup_s,
         losses: a.losses.clone(),
+        fades: a.fades.clone(),
+        burst_ms: a.burst_ms,
+        loss_slot_us: a.loss_slot_us,
         transports: a.transports.clone(),
         seed: a.seed,
         ..TransportParams::default()
@@ -830,9 +851,9 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
             for (name, f) in &c.transports {
                 let g = |k: &str| f.get(k).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
                 println!(
-                    "loss {:>4} {:<7} {name:<9}: p50 {:>7.1} p99 {:>8.1} ± {:.1} p99.9 {:>8.1} ms, at owd {:>5.1}%, \
+                    "{:>26} {:<7} {name:<9}: p50 {:>7.1} p99 {:>8.1} ± {:.1} p99.9 {:>8.1} ms, at owd {:>5.1}%, \
                      overhead {:.2}, {}/{} delivered, in order {}, sustained {}",
-                    c.loss,
+                    c.loss.name(),
                     c.workload,
                     g("p50_ms"),
                     g("p99_ms"),
@@ -1263,5 +1284,32 @@ pub(crate) fn write_and_plot(path: &PathBuf, json: &str, kind: &str) -> Result<(
     match python::run_module("cohort.plot", &args)? {
         c if c == ExitCode::SUCCESS => Ok(()),
         _ => Err(BenchError::Plot(path.clone())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Bench {
+        #[command(flatten)]
+        args: BenchArgs,
+    }
+
+    fn transport_args(words: &[&str]) -> TransportArgs {
+        let argv = ["bench", "transport"].iter().chain(words);
+        match Bench::try_parse_from(argv).expect("parses").args.which {
+            Which::Transport(a) => a,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_transport_bench_runs_fades_unless_told_not_to() {
+        assert_eq!(transport_args(&[]).fades, vec![0.10]);
+        assert_eq!(transport_args(&["--fades"]).fades, Vec::<f64>::new());
+        assert_eq!(transport_args(&["--fades", "0.05,0.2"]).fades, vec![0.05, 0.2]);
     }
 }

@@ -106,8 +106,10 @@ impl P2pLink {
             match state {
                 Some(params) => {
                     for d in &mut self.dir {
-                        // Checked when the trace was accepted: this cannot fail.
-                        let _ = d.set_params(params);
+                        // A step sets rate, delay and loss; the direction keeps its loss
+                        // clock (the scenario's `loss_slot_us`). Checked when the trace was
+                        // accepted: this cannot fail.
+                        let _ = d.set_params(LinkParams { loss_clock: d.params().loss_clock, ..params });
                     }
                     p.out = false;
                 }
@@ -344,7 +346,7 @@ impl Fabric {
             Mode::P2p => {
                 let mut links = Vec::with_capacity(s.links.len());
                 for (k, l) in s.links.iter().enumerate() {
-                    let (ab, ba): (LinkParams, LinkParams) = l.directions()?;
+                    let (ab, ba): (LinkParams, LinkParams) = l.directions(s.seed, k)?;
                     let seed = s.seed.wrapping_mul(1_000_003).wrapping_add(2 * k as u64);
                     let link = |p, seed| Link::new(p, seed).expect("validated parameters");
                     let playing =

@@ -21,6 +21,9 @@
 //! # jitter_ms = 2.0, jitter = "uniform" | "normal" | "exponential" | "pareto", pareto_shape = 2.5
 //! # duplicate = 0.0, reorder = 0.0, reorder_delay_ms = 0.0
 //! # queue_packets = 1000, queue_bytes = 1250000   (default: 100 ms at the rate, >= 64 KiB)
+//! # loss_slot_us = 100       # losses follow a trace over time, one fate per 100 µs slot
+//! # loss_trace = 1           # links naming one trace lose in the same slots (default: each
+//! #                          # link and direction its own trace)
 //! [links.b_to_a]             # optional: the reverse direction differs
 //! loss = 0.02
 //!
@@ -57,7 +60,7 @@
 //! # nic = { profile = "shared_tx", buffer_frames = 64, handoff_us = 125 }
 //! ```
 
-use cohort_medium::link::{Jitter, LinkParams, LossModel};
+use cohort_medium::link::{Jitter, LinkParams, LossClock, LossModel, mix64};
 use cohort_medium::trace::{Trace, parse_trace};
 use cohort_medium::wifi::scenario::{CHANNEL_QDISC_PACKETS, CHANNEL_QUEUE_DEPTH, CHANNEL_TIMING, PhyStandard};
 use cohort_medium::wifi::{Aggregation, NicProfile, StationConfig, Timing};
@@ -132,6 +135,15 @@ pub struct DirectionSpec {
     pub queue_packets: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub queue_bytes: Option<usize>,
+    /// Losses follow a trace over time with slots this long (`cohort_medium::link::LossClock`)
+    /// instead of a draw per packet.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_slot_us: Option<f64>,
+    /// Names the loss trace: links naming the same trace, with the same slot and loss model,
+    /// lose in the same slots in the same direction (the two directions of a trace are
+    /// independent). Needs `loss_slot_us`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loss_trace: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -269,7 +281,9 @@ impl DirectionSpec {
             reorder,
             reorder_delay_ms,
             queue_packets,
-            queue_bytes
+            queue_bytes,
+            loss_slot_us,
+            loss_trace
         )
     }
 
@@ -312,15 +326,45 @@ impl DirectionSpec {
             p.queue_bytes = b;
         }
         p.queue_packets = self.queue_packets;
+        p.loss_clock = match (self.loss_slot_us, self.loss_trace) {
+            (None, None) => None,
+            (None, Some(_)) => return invalid("loss_trace needs loss_slot_us"),
+            (Some(us), _) => {
+                if !(us.is_finite() && (1.0..=86_400e6).contains(&us)) {
+                    return invalid(format!("loss_slot_us must be between 1 and 86400000000, not {us}"));
+                }
+                // The seed is set per link and direction by `LinkSpec::directions`.
+                Some(LossClock { slot: Duration::from_secs_f64(us / 1e6), seed: 0 })
+            }
+        };
         p.validate().map_err(|e| ScenarioError::Invalid(e.to_string()))?;
         Ok(p)
+    }
+
+    /// The seed of this direction's loss trace: the named trace's in direction `dir` (0:
+    /// a → b, 1: b → a) or, unnamed, link `link`'s own in that direction; both drawn from the
+    /// scenario's seed.
+    fn trace_seed(&self, scenario_seed: u64, link: usize, dir: u64) -> u64 {
+        let id = match self.loss_trace {
+            Some(n) => mix64(n.wrapping_mul(2) | dir) | 1,
+            None => mix64((link as u64) << 1 | dir) & !1,
+        };
+        mix64(scenario_seed) ^ id
     }
 }
 
 impl LinkSpec {
-    /// Parameters of the `a → b` and `b → a` directions.
-    pub fn directions(&self) -> Result<(LinkParams, LinkParams), ScenarioError> {
-        Ok((self.a_to_b.params()?, self.b_to_a.over(&self.a_to_b).params()?))
+    /// Parameters of the `a → b` and `b → a` directions of link number `link` in a scenario
+    /// seeded with `seed` (which seeds the loss traces of links with a `loss_slot_us`).
+    pub fn directions(&self, seed: u64, link: usize) -> Result<(LinkParams, LinkParams), ScenarioError> {
+        let ba = self.b_to_a.over(&self.a_to_b);
+        let (mut pab, mut pba) = (self.a_to_b.params()?, ba.params()?);
+        for (p, spec, dir) in [(&mut pab, &self.a_to_b, 0), (&mut pba, &ba, 1)] {
+            if let Some(c) = p.loss_clock.as_mut() {
+                c.seed = spec.trace_seed(seed, link, dir);
+            }
+        }
+        Ok((pab, pba))
     }
 
     /// The trace the link follows, read and checked, if it has one.
@@ -440,7 +484,7 @@ impl TestbedScenario {
                 if self.links.len() > MAX_LINKS {
                     return invalid(format!("at most {MAX_LINKS} links"));
                 }
-                for l in &self.links {
+                for (k, l) in self.links.iter().enumerate() {
                     for end in [&l.a, &l.b] {
                         if self.node_index(end).is_none() {
                             return invalid(format!("link end {end:?} is not a node"));
@@ -449,7 +493,7 @@ impl TestbedScenario {
                     if l.a == l.b {
                         return invalid(format!("link from {:?} to itself", l.a));
                     }
-                    l.directions()?;
+                    l.directions(self.seed, k)?;
                     l.load_trace()?;
                 }
             }
@@ -506,7 +550,7 @@ mod tests {
     #[test]
     fn p2p_directions_inherit_and_override() {
         let s = TestbedScenario::parse(P2P).unwrap();
-        let (ab, ba) = s.links[0].directions().unwrap();
+        let (ab, ba) = s.links[0].directions(1, 0).unwrap();
         assert_eq!(ab.owd, Duration::from_millis(50));
         assert_eq!(ba.owd, Duration::from_millis(50));
         assert_eq!(ab.rate_bps, 20_000_000);
@@ -516,12 +560,41 @@ mod tests {
     }
 
     #[test]
+    fn links_naming_one_loss_trace_share_it_and_others_do_not() {
+        let timed = |trace: Option<u64>| DirectionSpec {
+            loss: Some(0.1),
+            loss_slot_us: Some(100.0),
+            loss_trace: trace,
+            ..DirectionSpec::default()
+        };
+        let s = TestbedScenario::pair("p2p", 9, &[timed(Some(4)), timed(Some(4)), timed(None), timed(None)]).unwrap();
+        let clocks: Vec<_> = (0..4)
+            .map(|k| {
+                let (ab, ba) = s.links[k].directions(s.seed, k).unwrap();
+                (ab.loss_clock.unwrap(), ba.loss_clock.unwrap())
+            })
+            .collect();
+        assert_eq!(clocks[0].0.slot, Duration::from_micros(100));
+        assert_eq!(clocks[0], clocks[1], "one named trace, one clock per direction");
+        let seeds: std::collections::HashSet<u64> =
+            [0, 2, 3].iter().flat_map(|&k| [clocks[k].0.seed, clocks[k].1.seed]).collect();
+        assert_eq!(seeds.len(), 6, "directions and unnamed links each have their own trace");
+        let other = TestbedScenario::pair("p2p", 10, &[timed(Some(4))]).unwrap();
+        assert_ne!(
+            other.links[0].directions(other.seed, 0).unwrap().0.loss_clock,
+            Some(clocks[0].0),
+            "the scenario's seed seeds the trace"
+        );
+        assert_eq!(TestbedScenario::parse(P2P).unwrap().links[0].directions(1, 0).unwrap().0.loss_clock, None);
+    }
+
+    #[test]
     fn pair_builds_what_the_file_form_says() {
         let d =
             DirectionSpec { owd_ms: Some(50.0), rate_mbps: Some(20.0), loss: Some(0.1), ..DirectionSpec::default() };
         let s = TestbedScenario::pair("p2p", 1, std::slice::from_ref(&d)).unwrap();
         let file = TestbedScenario::parse(P2P).unwrap();
-        assert_eq!(s.links[0].directions().unwrap().0.loss, file.links[0].directions().unwrap().0.loss);
+        assert_eq!(s.links[0].directions(1, 0).unwrap().0.loss, file.links[0].directions(1, 0).unwrap().0.loss);
         assert_eq!((s.nodes.len(), s.links.len()), (2, 1));
         let bad = DirectionSpec { loss: Some(2.0), ..d };
         assert!(TestbedScenario::pair("p2p", 1, &[bad]).is_err());
@@ -561,6 +634,9 @@ mod tests {
             (P2P.replace("mode = \"p2p\"", "mode = \"wifi\""), "needs a [wifi]"),
             (P2P.replace("loss = 0.1", "ge_p_gb = 0.1"), "both ge_p_gb"),
             (P2P.replace("loss = 0.1", "lossy = 0.1"), "unknown field"),
+            (P2P.replace("loss = 0.1", "loss = 0.1\nloss_trace = 3"), "loss_trace needs loss_slot_us"),
+            (P2P.replace("loss = 0.1", "loss = 0.1\nloss_slot_us = 0.5"), "loss_slot_us must be"),
+            (P2P.replace("loss = 0.1", "loss = 0.1\nloss_slot_us = nan"), "loss_slot_us must be"),
             (P2P.replace("nodes = [\"a\", \"b\"]", "nodes = [\"a\", \"b\", \"emu\"]"), "reserved"),
         ];
         for (text, want) in cases {

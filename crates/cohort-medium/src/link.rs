@@ -10,6 +10,15 @@
 //! "reorder" with an explicit gap). A delivered packet may arrive twice (`duplicate`); the
 //! copy gets its own jitter.
 //!
+//! By default the loss model is advanced once per packet, so two links with the same seed
+//! lose the same packet *numbers*, and two transports sending different packets meet
+//! different losses. With a [`LossClock`] the loss is a property of *time* instead, a trace
+//! replayed on every link that shares the clock: time is cut into slots, each slot's fate
+//! (and the Gilbert-Elliott state) is a pure function of the clock's seed and the slot's
+//! index, and a packet is lost when its serialization starts in a lost slot. Transports
+//! compared side by side on links with one clock thus meet the same fades at the same
+//! moments, whatever they send.
+//!
 //! The model is sans-IO: [`Link::send`] takes the time, [`Link::poll_timeout`] says when the
 //! next packet arrives and [`Link::poll_deliver`] hands it out. It never reads a clock. A
 //! [`Duplex`] holds the two (possibly asymmetric) directions of one link.
@@ -55,6 +64,58 @@ impl LossModel {
             LossModel::GilbertElliott { p_gb, p_bg, loss_good, loss_bad } => vec![p_gb, p_bg, loss_good, loss_bad],
         }
     }
+}
+
+/// Makes the loss model a trace over time (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct LossClock {
+    /// Length of one slot: every packet whose serialization starts in the slot shares its
+    /// fate. Below the serialization time of the packets compared (100 µs is 1250 bytes at
+    /// 100 Mbit/s) consecutive packets fall in distinct slots, so each meets its own draw.
+    pub slot: Duration,
+    /// Names the trace: clocks with the same seed and slot (and links with the same loss
+    /// model) lose in the same slots.
+    pub seed: u64,
+}
+
+impl LossClock {
+    /// Slots per regeneration period of a Gilbert-Elliott trace: the chain restarts from its
+    /// stationary distribution (with the slot's own draw) every this many slots, so that the
+    /// state of any slot is computed from at most this many steps, however long the link
+    /// sat idle, and stays a function of the seed and the slot alone.
+    const GE_PERIOD: u64 = 4096;
+
+    /// A uniform draw in [0, 1) that is a pure function of the seed, the slot and `which`
+    /// (0: the Gilbert-Elliott transition, 1: the loss). SplitMix64 (Steele, Lea and Flood,
+    /// OOPSLA 2014) of a counter: a well-mixed, seekable stream, which a sequential
+    /// generator is not.
+    fn uniform(&self, slot: u64, which: u64) -> f64 {
+        // The seed is mixed first, so that seeds a multiple of the increment apart do not
+        // give one trace shifted by some slots.
+        let z = mix64(mix64(self.seed).wrapping_add(slot.wrapping_mul(2).wrapping_add(which).wrapping_mul(GOLDEN)));
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn slot_of(&self, at: Instant) -> u64 {
+        at.as_nanos() / (self.slot.as_nanos() as u64).max(1)
+    }
+}
+
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's finalizer: a bijection of `u64` whose outputs for consecutive inputs look
+/// independent.
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Where a link's Gilbert-Elliott trace stands: the state of slot `at`.
+#[derive(Debug, Clone, Copy)]
+struct TraceCursor {
+    at: u64,
+    bad: bool,
 }
 
 /// Extra per-packet delay on top of the one-way delay. Every distribution is truncated so that
@@ -126,6 +187,10 @@ pub struct LinkParams {
     /// Probability that a packet is held back by `reorder_delay`.
     pub reorder: f64,
     pub reorder_delay: Duration,
+    /// When set, losses follow a trace over time shared by every link with this clock,
+    /// instead of a draw per packet from the link's own stream.
+    #[serde(default)]
+    pub loss_clock: Option<LossClock>,
 }
 
 impl LinkParams {
@@ -142,6 +207,7 @@ impl LinkParams {
             duplicate: 0.0,
             reorder: 0.0,
             reorder_delay: Duration::ZERO,
+            loss_clock: None,
         }
     }
 
@@ -161,6 +227,14 @@ impl LinkParams {
         if self.reorder_delay > MAX_DELAY {
             return Err(LinkError::TooLong("reorder_delay"));
         }
+        if let Some(c) = self.loss_clock {
+            if c.slot < Duration::from_micros(1) {
+                return Err(LinkError::SlotTooShort(c.slot));
+            }
+            if c.slot > MAX_DELAY {
+                return Err(LinkError::TooLong("loss slot"));
+            }
+        }
         self.jitter.validate()
     }
 }
@@ -176,6 +250,8 @@ pub enum LinkError {
     TooLong(&'static str),
     #[error("Pareto shape {0} must be positive and finite")]
     ParetoShape(f64),
+    #[error("loss slot {0:?} is shorter than 1 µs")]
+    SlotTooShort(Duration),
 }
 
 /// What became of the packets offered to a direction.
@@ -258,6 +334,8 @@ pub struct Link<P> {
     p: LinkParams,
     rng: ChaCha8Rng,
     bad: bool,
+    /// The Gilbert-Elliott state of the last slot a timed loss was decided in.
+    cursor: Option<TraceCursor>,
     busy_until: Instant,
     /// When each packet still in the transmitter's queue finishes serializing.
     departures: VecDeque<Instant>,
@@ -277,6 +355,7 @@ impl<P: Clone> Link<P> {
             p,
             rng: ChaCha8Rng::seed_from_u64(seed),
             bad: false,
+            cursor: None,
             busy_until: Instant::ZERO,
             departures: VecDeque::new(),
             seq: 0,
@@ -295,6 +374,9 @@ impl<P: Clone> Link<P> {
     /// Packets already queued or in flight keep their arrival times.
     pub fn set_params(&mut self, p: LinkParams) -> Result<(), LinkError> {
         p.validate()?;
+        if p.loss_clock != self.p.loss_clock || p.loss != self.p.loss {
+            self.cursor = None;
+        }
         self.p = p;
         Ok(())
     }
@@ -311,12 +393,41 @@ impl<P: Clone> Link<P> {
         self.departures.len()
     }
 
-    fn lose(&mut self) -> bool {
+    /// Whether a packet whose serialization starts at `at` is lost.
+    fn lose(&mut self, at: Instant) -> bool {
+        if let Some(clock) = self.p.loss_clock {
+            return self.lose_in_slot(clock, clock.slot_of(at));
+        }
         match self.p.loss {
             LossModel::Iid { p } => self.rng.random_bool(p),
             LossModel::GilbertElliott { p_gb, p_bg, loss_good, loss_bad } => {
                 self.bad = if self.bad { !self.rng.random_bool(p_bg) } else { self.rng.random_bool(p_gb) };
                 self.rng.random_bool(if self.bad { loss_bad } else { loss_good })
+            }
+        }
+    }
+
+    /// The fate of slot `k` of the clock's trace: a function of the seed and `k` alone.
+    fn lose_in_slot(&mut self, clock: LossClock, k: u64) -> bool {
+        match self.p.loss {
+            LossModel::Iid { p } => clock.uniform(k, 1) < p,
+            LossModel::GilbertElliott { p_gb, p_bg, loss_good, loss_bad } => {
+                let period_start = k - k % LossClock::GE_PERIOD;
+                let mut c = match self.cursor {
+                    Some(c) if c.at >= period_start && c.at <= k => c,
+                    // A new period starts from the stationary distribution.
+                    _ => TraceCursor {
+                        at: period_start,
+                        bad: clock.uniform(period_start, 0) < p_gb / (p_gb + p_bg).max(1e-12),
+                    },
+                };
+                while c.at < k {
+                    c.at += 1;
+                    let u = clock.uniform(c.at, 0);
+                    c.bad = if c.bad { u >= p_bg } else { u < p_gb };
+                }
+                self.cursor = Some(c);
+                clock.uniform(k, 1) < if c.bad { loss_bad } else { loss_good }
             }
         }
     }
@@ -368,7 +479,7 @@ impl<P: Clone> Link<P> {
         let tx_ns = (wire_len as u128 * 8 * 1_000_000_000).div_ceil(u128::from(self.p.rate_bps));
         self.busy_until = start + Duration::from_nanos(u64::try_from(tx_ns).unwrap_or(u64::MAX));
         self.departures.push_back(self.busy_until);
-        if self.lose() {
+        if self.lose(start) {
             self.stats.lost += 1;
             return SendOutcome::Lost;
         }
@@ -516,6 +627,60 @@ mod tests {
         assert!((8.0..12.0).contains(&mean_burst), "mean burst {mean_burst}, expected 1/p_bg = 10");
     }
 
+    /// The fate of each packet a link carries, by the time its serialization starts.
+    fn fates(l: &mut Link<u64>, sends: &[u64]) -> std::collections::BTreeMap<u64, bool> {
+        sends.iter().map(|&us| (us, l.send(Instant::from_micros(us), 100, us) == SendOutcome::Lost)).collect()
+    }
+
+    #[test]
+    fn a_loss_clock_gives_every_link_the_same_trace_whatever_it_sends() {
+        for m in [
+            LossModel::Iid { p: 0.1 },
+            LossModel::GilbertElliott { p_gb: 0.02, p_bg: 0.3, loss_good: 0.0, loss_bad: 1.0 },
+        ] {
+            let clock = LossClock { slot: Duration::from_micros(100), seed: 42 };
+            let p = LinkParams {
+                loss: m,
+                loss_clock: Some(clock),
+                queue_bytes: usize::MAX,
+                ..LinkParams::clean(Duration::ZERO, 1_000_000_000)
+            };
+            // Different link seeds (their jitter and per-packet draws differ), one clock. One
+            // link sends every millisecond; the other at the same instants plus extra packets
+            // between them, and after an idle stretch of an hour.
+            let (mut a, mut b) = (Link::new(p, 1).unwrap(), Link::new(p, 2).unwrap());
+            let hour = 3_600_000_000;
+            let every_ms: Vec<u64> = (0..40_000).map(|i| i * 1000).chain((0..2000).map(|i| hour + i * 1000)).collect();
+            let extra: Vec<u64> = every_ms.iter().flat_map(|&t| [t, t + 250, t + 500]).collect();
+            let (fa, fb) = (fates(&mut a, &every_ms), fates(&mut b, &extra));
+            assert!(every_ms.iter().all(|t| fa[t] == fb[t]), "{m:?}: the two links met different losses");
+            let rate = fb.values().filter(|&&x| x).count() as f64 / fb.len() as f64;
+            assert!((rate - m.mean()).abs() < 0.01, "{m:?}: loss rate {rate}, model mean {}", m.mean());
+            // Another trace seed is another trace.
+            let other = LinkParams { loss_clock: Some(LossClock { seed: 43, ..clock }), ..p };
+            let fc = fates(&mut Link::new(other, 1).unwrap(), &every_ms);
+            assert!(every_ms.iter().any(|t| fa[t] != fc[t]), "{m:?}: seeds 42 and 43 gave one trace");
+        }
+    }
+
+    #[test]
+    fn a_timed_gilbert_elliott_trace_loses_whole_stretches_of_time() {
+        let ge = LossModel::GilbertElliott { p_gb: 0.01, p_bg: 0.1, loss_good: 0.0, loss_bad: 1.0 };
+        let clock = LossClock { slot: Duration::from_millis(1), seed: 5 };
+        let p = LinkParams { loss: ge, loss_clock: Some(clock), ..LinkParams::clean(Duration::ZERO, 1_000_000_000) };
+        let mut l = Link::new(p, 3).unwrap();
+        // One packet per slot: runs of lost packets are the bad state's stays, 1 / p_bg slots
+        // long on average, and a packet sent later within a slot (on another link) shares its
+        // fate.
+        let f = fates(&mut l, &(0..200_000).map(|i| i * 1000).collect::<Vec<_>>());
+        let lost: Vec<bool> = f.values().copied().collect();
+        let runs = lost.chunk_by(|a, b| a == b).filter(|r| r[0]).map(|r| r.len()).collect::<Vec<_>>();
+        let mean_run = runs.iter().sum::<usize>() as f64 / runs.len() as f64;
+        assert!((8.0..12.0).contains(&mean_run), "mean burst {mean_run} slots, expected 1/p_bg = 10");
+        let twice = fates(&mut Link::new(p, 4).unwrap(), &(0..5000).map(|i| i * 1000 + 500).collect::<Vec<_>>());
+        assert!(twice.iter().all(|(t, x)| f[&(t - 500)] == *x), "two packets in one slot met different fates");
+    }
+
     #[test]
     fn jitter_reorders_duplicates_duplicate_and_runs_repeat() {
         let p = LinkParams {
@@ -523,6 +688,7 @@ mod tests {
             duplicate: 0.1,
             reorder: 0.05,
             reorder_delay: Duration::from_millis(20),
+            loss_clock: None,
             queue_bytes: usize::MAX,
             ..LinkParams::clean(Duration::from_millis(10), 1_000_000_000)
         };
@@ -608,6 +774,7 @@ mod tests {
         let p = LinkParams {
             reorder: 0.2,
             reorder_delay: Duration::from_millis(5),
+            loss_clock: None,
             queue_bytes: usize::MAX,
             ..LinkParams::clean(Duration::from_millis(10), 1_000_000_000)
         };
@@ -658,6 +825,8 @@ mod tests {
         let j = Jitter::Pareto { scale: Duration::from_millis(1), shape: f64::NAN };
         assert!(matches!(Link::<u8>::new(LinkParams { jitter: j, ..base() }, 1), Err(LinkError::ParetoShape(_))));
         let nan = LinkParams { loss: LossModel::Iid { p: f64::NAN }, ..base() };
+        let zero_slot = LinkParams { loss_clock: Some(LossClock { slot: Duration::ZERO, seed: 1 }), ..base() };
+        assert_eq!(zero_slot.validate(), Err(LinkError::SlotTooShort(Duration::ZERO)));
         assert!(Link::<u8>::new(nan, 1).is_err());
         // Enormous packets on a slow link saturate time instead of overflowing.
         let mut l = Link::new(LinkParams { queue_bytes: usize::MAX, ..LinkParams::clean(MAX_DELAY, 1) }, 1).unwrap();
@@ -674,9 +843,9 @@ mod tests {
                 (0u64..200_000, 0u64..20_000, 0u8..5, 1u64..10_000_000_000),
                 (0usize..100_000, proptest::option::of(0usize..50)),
                 (0.0f64..=1.0, 0.0f64..=1.0, 0.0f64..=1.0, any::<bool>()),
-                (0.0f64..=1.0, 0.0f64..=1.0, 0u64..100_000),
+                (0.0f64..=1.0, 0.0f64..=1.0, 0u64..100_000, proptest::option::of((1u64..100_000, any::<u64>()))),
             )
-                .prop_map(|((owd, j, kind, rate), (qb, qp), (a, b, c, ge), (dup, reo, reo_us))| {
+                .prop_map(|((owd, j, kind, rate), (qb, qp), (a, b, c, ge), (dup, reo, reo_us, clock))| {
                     let jd = Duration::from_micros(j);
                     LinkParams {
                         owd: Duration::from_micros(owd),
@@ -698,6 +867,7 @@ mod tests {
                         duplicate: dup,
                         reorder: reo,
                         reorder_delay: Duration::from_micros(reo_us),
+                        loss_clock: clock.map(|(us, seed)| LossClock { slot: Duration::from_micros(us), seed }),
                     }
                 })
         }

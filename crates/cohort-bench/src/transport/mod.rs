@@ -1,10 +1,15 @@
 //! `cohort bench transport`: Cohort LRT against kernel TCP (cubic, bbr), KCP in turbo mode and
 //! QUIC, carrying the same timestamped messages across the testbed's emulated link.
 //!
-//! Each case (loss rate × workload) brings up one testbed run with two nodes and one
-//! point-to-point link per transport, all with the same parameters (each with its own loss
-//! draws), so every transport crosses an identical channel in the same run without sharing
-//! capacity. A generator thread per transport creates message `i` at `start + i·interval`
+//! Each case (loss × workload) brings up one testbed run with two nodes and one
+//! point-to-point link per transport, all with the same parameters and the same loss trace
+//! (`loss_slot_us`, `loss_trace` in the scenario: losses are a function of time, each slot's
+//! fate drawn from the run's seed, so every link is down in the same slots), so every
+//! transport crosses an identical channel in the same run without sharing capacity. Slots are
+//! shorter than any data packet's serialization, so under independent loss each data packet
+//! of a transport meets its own draw; the *fades* cases (Gilbert-Elliott over the same slots,
+//! a mean fade of `burst_ms`) put every transport through the same outages at the same
+//! moments. A generator thread per transport creates message `i` at `start + i·interval`
 //! (with a precise sleep) and hands it to the transport; the message carries its sequence
 //! number and generation time. The receiver stamps each message when the transport hands it
 //! over, in order. Delay = hand-over − generation; messages generated in the warm-up are
@@ -42,11 +47,56 @@ pub struct Workload {
 pub const CONTROL: Workload = Workload { name: "control", size: 1024, interval_ms: 10.0 };
 pub const STREAM: Workload = Workload { name: "stream", size: 1024, interval_ms: 1.0 };
 
+/// How a case loses packets: a mean rate, independent per slot or in fades.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Loss {
+    pub loss: f64,
+    /// Mean length of a fade (the channel down for every packet), when losses come in fades.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burst_ms: Option<f64>,
+}
+
+impl Loss {
+    pub fn name(&self) -> String {
+        match self.burst_ms {
+            Some(b) => format!("loss {} in {b} ms fades", self.loss),
+            None => format!("loss {}", self.loss),
+        }
+    }
+
+    /// The link's loss settings on the shared trace of `slot_us` slots.
+    fn spec(&self, slot_us: f64) -> DirectionSpec {
+        let trace = DirectionSpec { loss_slot_us: Some(slot_us), loss_trace: Some(1), ..DirectionSpec::default() };
+        match self.burst_ms {
+            None => DirectionSpec { loss: Some(self.loss), ..trace },
+            Some(b) => {
+                // Gilbert-Elliott per slot: the bad state lasts 1 / p_bg slots on average and
+                // holds a share p_gb / (p_gb + p_bg) of the time.
+                let p_bg = (slot_us / (b * 1e3)).min(1.0);
+                DirectionSpec {
+                    ge_p_gb: Some(self.loss / (1.0 - self.loss) * p_bg),
+                    ge_p_bg: Some(p_bg),
+                    ge_loss_good: Some(0.0),
+                    ge_loss_bad: Some(1.0),
+                    ..trace
+                }
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct TransportParams {
     pub owd_ms: f64,
     pub rate_mbps: f64,
+    /// Independent loss rates (per slot of the trace, so per data packet).
     pub losses: Vec<f64>,
+    /// Mean loss rates of the fades cases.
+    pub fades: Vec<f64>,
+    /// Mean length of a fade.
+    pub burst_ms: f64,
+    /// Slot of the loss trace every link of a run replays.
+    pub loss_slot_us: f64,
     /// Measured seconds per case (after the warm-up).
     pub seconds: f64,
     pub warmup_s: f64,
@@ -65,6 +115,10 @@ impl Default for TransportParams {
             owd_ms: 50.0,
             rate_mbps: 100.0,
             losses: vec![0.0, 0.02, 0.05, 0.10],
+            fades: vec![0.10],
+            burst_ms: 3.0,
+            // 125 bytes at 100 Mbit/s: below every data packet's serialization time.
+            loss_slot_us: 10.0,
             seconds: 20.0,
             warmup_s: 3.0,
             drain_s: 8.0,
@@ -105,7 +159,8 @@ pub struct Figures {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Case {
-    pub loss: f64,
+    #[serde(flatten)]
+    pub loss: Loss,
     pub workload: &'static str,
     #[serde(flatten)]
     pub transports: serde_json::Map<String, serde_json::Value>,
@@ -115,7 +170,8 @@ pub struct Case {
 pub struct TransportReport {
     pub params: TransportParams,
     pub cases: Vec<Case>,
-    /// At 10% loss, stream: LRT p99 / best TCP p99, and LRT p99 against KCP and QUIC.
+    /// At 10% independent loss, stream: LRT p99 / best TCP p99, and LRT p99 against KCP and
+    /// QUIC.
     pub stream_10pct: serde_json::Value,
     pub goals: &'static str,
     pub command: String,
@@ -176,13 +232,8 @@ impl Schedule {
     }
 }
 
-fn scenario(p: &TransportParams, seed: u64, loss: f64, links: usize) -> TestbedScenario {
-    let d = DirectionSpec {
-        owd_ms: Some(p.owd_ms),
-        rate_mbps: Some(p.rate_mbps),
-        loss: Some(loss),
-        ..DirectionSpec::default()
-    };
+fn scenario(p: &TransportParams, seed: u64, loss: Loss, links: usize) -> TestbedScenario {
+    let d = DirectionSpec { owd_ms: Some(p.owd_ms), rate_mbps: Some(p.rate_mbps), ..loss.spec(p.loss_slot_us) };
     TestbedScenario::pair("transport", seed, &vec![d; links]).expect("valid transport scenario")
 }
 
@@ -258,7 +309,7 @@ fn pool(p: &TransportParams, runs: &[RunFigures]) -> Figures {
 }
 
 /// Runs one case once: every transport at once, each on its own identical link.
-fn run_case(p: &TransportParams, seed: u64, loss: f64, w: Workload, run: &str) -> Result<Vec<RunFigures>, String> {
+fn run_case(p: &TransportParams, seed: u64, loss: Loss, w: Workload, run: &str) -> Result<Vec<RunFigures>, String> {
     let s = scenario(p, seed, loss, p.transports.len());
     let tb = Testbed::up(&s, run, EmuMode::Thread, EmuOptions::default()).map_err(|e| e.to_string())?;
     let interval = Duration::from_secs_f64(w.interval_ms / 1e3);
@@ -304,21 +355,28 @@ fn num(v: &serde_json::Value, t: &str, k: &str) -> f64 {
 /// Every case, `reps` times; the runs of a case follow each other, so every case sees the
 /// machine in the same state on average.
 pub fn run(p: &TransportParams, progress: impl FnMut(&Step)) -> Result<TransportReport, String> {
-    let mut plan = Plan::new((p.losses.len() * 2 * p.reps.max(1) as usize) as u64, progress);
+    let losses: Vec<Loss> = p
+        .losses
+        .iter()
+        .map(|&loss| Loss { loss, burst_ms: None })
+        .chain(p.fades.iter().map(|&loss| Loss { loss, burst_ms: Some(p.burst_ms) }))
+        .collect();
+    let mut plan = Plan::new((losses.len() * 2 * p.reps.max(1) as usize) as u64, progress);
     let run = format!("tr{}", std::process::id() % 100_000);
     let mut cases = Vec::new();
     // Per case at 10% loss, stream: each run's LRT p99 over the best TCP's that run.
     let mut paired = Vec::new();
-    for &loss in &p.losses {
+    let is_10pct_stream = |l: &Loss, w: &str| (l.loss - 0.10).abs() < 1e-9 && l.burst_ms.is_none() && w == "stream";
+    for &loss in &losses {
         for w in [CONTROL, STREAM] {
             let mut per_transport: Vec<Vec<RunFigures>> = p.transports.iter().map(|_| Vec::new()).collect();
             for k in 0..p.reps.max(1) {
-                plan.begin(&format!("loss {loss}, {}, run {} of {}", w.name, k + 1, p.reps.max(1)));
+                plan.begin(&format!("{}, {}, run {} of {}", loss.name(), w.name, k + 1, p.reps.max(1)));
                 for (slot, r) in per_transport.iter_mut().zip(run_case(p, p.seed + u64::from(k), loss, w, &run)?) {
                     slot.push(r);
                 }
             }
-            if (loss - 0.10).abs() < 1e-9 && w.name == "stream" {
+            if is_10pct_stream(&loss, w.name) {
                 paired = lrt_over_best_tcp(p, &per_transport);
             }
             let mut transports = serde_json::Map::new();
@@ -330,7 +388,7 @@ pub fn run(p: &TransportParams, progress: impl FnMut(&Step)) -> Result<Transport
     }
     plan.finish();
     let mut summary = serde_json::json!({});
-    if let Some(c) = cases.iter().find(|c| (c.loss - 0.10).abs() < 1e-9 && c.workload == "stream") {
+    if let Some(c) = cases.iter().find(|c| is_10pct_stream(&c.loss, c.workload)) {
         let v = serde_json::to_value(&c.transports).expect("serialize");
         let lrt = num(&v, "lrt", "p99_ms");
         let tcp = num(&v, "tcp_cubic", "p99_ms").min(num(&v, "tcp_bbr", "p99_ms"));
@@ -353,10 +411,22 @@ pub fn run(p: &TransportParams, progress: impl FnMut(&Step)) -> Result<Transport
         goals: "at 10% loss, stream: LRT p99 <= 1/3 of the best TCP's and below KCP's and QUIC's, LRT share_at_owd >= \
                 0.75; LRT delivers every message in order at every loss rate",
         command: format!(
-            "cohort bench transport --json --seconds {} --warmup-s {} --reps {} --seed {} --plot docs/bench/transport.png",
-            p.seconds, p.warmup_s, p.reps, p.seed
+            "cohort bench transport --json --seconds {} --warmup-s {} --reps {} --seed {} --losses {} --fades {} \
+             --burst-ms {} --loss-slot-us {} --plot docs/bench/transport.png",
+            p.seconds,
+            p.warmup_s,
+            p.reps,
+            p.seed,
+            join(&p.losses),
+            join(&p.fades),
+            p.burst_ms,
+            p.loss_slot_us
         ),
     })
+}
+
+fn join(v: &[f64]) -> String {
+    v.iter().map(f64::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// Each run's LRT p99 over the smaller of the two TCPs' p99 in that run (runs where either is
@@ -429,6 +499,31 @@ mod tests {
         lost.remove(7);
         let f = pool(&p, &[figures(&p, &s, &steady, 200, 0), figures(&p, &s, &lost, 200, 0)]);
         assert!(!f.in_order, "one run out of order makes the pool out of order");
+    }
+
+    #[test]
+    fn every_link_of_a_run_replays_one_loss_trace() {
+        let p = TransportParams::default();
+        for loss in [Loss { loss: 0.1, burst_ms: None }, Loss { loss: 0.1, burst_ms: Some(3.0) }] {
+            let s = scenario(&p, 7, loss, 3);
+            let dirs: Vec<_> = (0..3).map(|k| s.links[k].directions(s.seed, k).unwrap()).collect();
+            assert!(dirs.iter().all(|d| *d == dirs[0]), "{loss:?}: the links differ");
+            let (ab, ba) = dirs[0];
+            assert_ne!(ab.loss_clock, ba.loss_clock, "the two directions have their own traces");
+            assert_eq!(ab.loss_clock.unwrap().slot, Duration::from_micros(10));
+            assert!((ab.loss.mean() - 0.1).abs() < 1e-9, "{:?}", ab.loss);
+            if let cohort_medium::link::LossModel::GilbertElliott { p_bg, loss_bad, .. } = ab.loss {
+                assert_eq!((p_bg, loss_bad), (10.0 / 3000.0, 1.0), "a fade of 3 ms in 10 µs slots");
+            } else {
+                assert!(loss.burst_ms.is_none(), "fades are Gilbert-Elliott");
+            }
+        }
+        let other = scenario(&p, 8, Loss { loss: 0.1, burst_ms: None }, 1);
+        assert_ne!(
+            other.links[0].directions(8, 0).unwrap().0.loss_clock,
+            scenario(&p, 7, Loss { loss: 0.1, burst_ms: None }, 1).links[0].directions(7, 0).unwrap().0.loss_clock,
+            "each run its own trace"
+        );
     }
 
     #[test]
