@@ -81,9 +81,11 @@ pub struct LossClock {
 impl LossClock {
     /// Slots per regeneration period of a Gilbert-Elliott trace: the chain restarts from its
     /// stationary distribution (with the slot's own draw) every this many slots, so that the
-    /// state of any slot is computed from at most this many steps, however long the link
-    /// sat idle, and stays a function of the seed and the slot alone.
-    const GE_PERIOD: u64 = 4096;
+    /// state of any slot is computed from at most this many steps (a few ms of work),
+    /// however long the link sat idle, and stays a function of the seed and the slot alone.
+    /// A restart cuts the fade or the good stretch it falls in; at 2¹⁸ slots (2.6 s of
+    /// 10 µs slots) that touches one fade in hundreds of any sensible length.
+    const GE_PERIOD: u64 = 1 << 18;
 
     /// A uniform draw in [0, 1) that is a pure function of the seed, the slot and `which`
     /// (0: the Gilbert-Elliott transition, 1: the loss). SplitMix64 (Steele, Lea and Flood,
@@ -677,6 +679,20 @@ mod tests {
         let runs = lost.chunk_by(|a, b| a == b).filter(|r| r[0]).map(|r| r.len()).collect::<Vec<_>>();
         let mean_run = runs.iter().sum::<usize>() as f64 / runs.len() as f64;
         assert!((8.0..12.0).contains(&mean_run), "mean burst {mean_run} slots, expected 1/p_bg = 10");
+        // Fades of 3 ms in 10 µs slots (300 slots on average) keep their length: the chain's
+        // regeneration periods are far longer.
+        let ge = LossModel::GilbertElliott { p_gb: 1.0 / 2700.0, p_bg: 1.0 / 300.0, loss_good: 0.0, loss_bad: 1.0 };
+        let fine = LossClock { slot: Duration::from_micros(10), seed: 6 };
+        let p_fine = LinkParams { loss: ge, loss_clock: Some(fine), ..p };
+        let f_fine = fates(&mut Link::new(p_fine, 1).unwrap(), &(0..1_000_000).map(|i| i * 10).collect::<Vec<_>>());
+        let lost: Vec<bool> = f_fine.values().copied().collect();
+        let runs = lost.chunk_by(|a, b| a == b).filter(|r| r[0]).map(|r| r.len()).collect::<Vec<_>>();
+        let mean_run = runs.iter().sum::<usize>() as f64 / runs.len() as f64;
+        assert!(
+            (240.0..360.0).contains(&mean_run),
+            "mean fade {mean_run} slots over {} fades, expected 300",
+            runs.len()
+        );
         let twice = fates(&mut Link::new(p, 4).unwrap(), &(0..5000).map(|i| i * 1000 + 500).collect::<Vec<_>>());
         assert!(twice.iter().all(|(t, x)| f[&(t - 500)] == *x), "two packets in one slot met different fates");
     }
