@@ -67,6 +67,8 @@ enum System {
     RoundRobin,
     /// Cohort on one path alone.
     Path(usize),
+    /// Cohort with Algorithm 3's window law as written (the set point stays τ).
+    Algorithm3,
 }
 
 impl System {
@@ -76,6 +78,7 @@ impl System {
             System::MinRtt => "minrtt".into(),
             System::RoundRobin => "roundrobin".into(),
             System::Path(i) => format!("path{i}"),
+            System::Algorithm3 => "cohort_algorithm3".into(),
         }
     }
 }
@@ -118,6 +121,7 @@ fn run_system(sys: System, paths: &[MpPath], until: Until, tau_ms: f64, seed: u6
             (MpConfig { scheduler: Scheduler::RoundRobin, seed, ..MpConfig::default() }, paths.to_vec())
         }
         System::Path(i) => (ldmpsp(tau_ms, seed), vec![paths[i].clone()]),
+        System::Algorithm3 => (MpConfig { tau_share: None, ..ldmpsp(tau_ms, seed) }, paths.to_vec()),
     };
     let (messages, limit) = match until {
         Until::Delivered(n) => (n, None),
@@ -161,17 +165,26 @@ fn alternate(
 fn pooled(runs: &[MpOutcome]) -> Value {
     let g: Vec<f64> = runs.iter().map(|o| o.goodput_mbps).collect();
     let (m, h) = mean_ci95(&g);
-    let mut d: Vec<f64> = runs.iter().flat_map(|o| o.delays_ms.iter().copied()).collect();
-    d.sort_by(f64::total_cmp);
     json!({
         "runs": runs.len(),
         "goodput_mbps": round(m, 3), "goodput_ci95": round(h, 3),
         "goodput_runs": g.iter().map(|x| round(*x, 3)).collect::<Vec<_>>(),
         "max_stall_ms": round(runs.iter().map(|o| o.max_stall_ms).fold(0.0, f64::max), 1),
-        "delay_p50_ms": round(quantile(&d, 0.5), 2), "delay_p99_ms": round(quantile(&d, 0.99), 2),
+        "delay_p50_ms": pooled_p(runs, 0.5), "delay_p99_ms": pooled_p(runs, 0.99),
         "clones": runs.iter().map(|o| o.sender.paths.iter().map(|q| q.clones_sent).sum::<u64>()).sum::<u64>(),
         "failures": runs.iter().map(|o| o.sender.paths.iter().map(|q| q.failures).sum::<u64>()).sum::<u64>(),
+        // LD-MPSP's set point at the end of the run and the share of reported packets over τ
+        // (the set point is τ and the share 0 for the baselines, which have no target).
+        "delay_set_ms": round(mean(&runs.iter().map(|o| o.sender.delay_set_ms).collect::<Vec<_>>()), 2),
+        "reported_over_tau_share": round(mean(&runs.iter().map(|o| o.sender.delay_over_tau_share).collect::<Vec<_>>()), 4),
     })
+}
+
+/// Quantile `q` of the message delays of `runs` pooled, ms.
+fn pooled_p(runs: &[MpOutcome], q: f64) -> f64 {
+    let mut d: Vec<f64> = runs.iter().flat_map(|o| o.delays_ms.iter().copied()).collect();
+    d.sort_by(f64::total_cmp);
+    round(quantile(&d, q), 2)
 }
 
 /// Paired ratios `a[k] / b[k]` (same seed), mean and 95% interval.
@@ -248,20 +261,33 @@ pub fn run_bench(p: &MultipathParams, progress: impl FnMut(&Step)) -> Result<Val
     let radios = [cohort_sim::mobility::Band::G5, cohort_sim::mobility::Band::G24];
     let mobility = scenario("mobility", cohort_sim::mobility::paths(&moving, &radios, lap), Until::Time(lap))?;
 
-    // Delay target: Cohort with and without τ (a target of 10 s never binds).
+    // Delay target: Cohort with τ as a bound (the static runs), with Algorithm 3's law as
+    // written, and without a target (10 s never binds); the two runs per repetition alternate.
     progress("delay target");
-    let no_target: Vec<MpOutcome> = (0..p.reps)
-        .map(|r| run_system(System::Cohort, &fast_slow(), bulk, 10_000.0, p.seed + r))
-        .collect::<Result<_, _>>()?;
+    let mut literal = Vec::new();
+    let mut no_target = Vec::new();
+    for r in 0..p.reps {
+        let pair = [(System::Algorithm3, p.tau_ms), (System::Cohort, 10_000.0)];
+        let order: Vec<_> = if r % 2 == 0 { pair.to_vec() } else { pair.iter().rev().copied().collect() };
+        for (sys, tau) in order {
+            let o = run_system(sys, &fast_slow(), bulk, tau, p.seed + r)?;
+            if sys == System::Algorithm3 { literal.push(o) } else { no_target.push(o) }
+        }
+    }
     let met: Vec<f64> = stat[0].iter().map(|o| met_share(o, p.tau_ms)).collect();
     let (met_m, met_h) = mean_ci95(&met);
+    let met_of = |runs: &[MpOutcome]| round(mean(&runs.iter().map(|o| met_share(o, p.tau_ms)).collect::<Vec<_>>()), 4);
     report.insert(
         "delay_target".into(),
         json!({
-            "tau_ms": p.tau_ms, "runs": met.len(),
+            "tau_ms": p.tau_ms, "runs": met.len(), "tau_share": MpConfig::default().tau_share,
             "met_share": round(met_m, 4), "met_share_ci95": round(met_h, 4),
-            "met_share_without_target": round(mean(&no_target.iter().map(|o| met_share(o, p.tau_ms)).collect::<Vec<_>>()), 4),
+            "met_share_algorithm3": met_of(&literal),
+            "met_share_without_target": met_of(&no_target),
             "goodput_ratio_vs_no_target": paired_ratio(&stat[0], &no_target, |o| o.goodput_mbps),
+            "goodput_ratio_vs_algorithm3": paired_ratio(&stat[0], &literal, |o| o.goodput_mbps),
+            "delay_p50_ms": { "bound": pooled_p(&stat[0], 0.5), "algorithm3": pooled_p(&literal, 0.5), "no_target": pooled_p(&no_target, 0.5) },
+            "delay_p99_ms": { "bound": pooled_p(&stat[0], 0.99), "algorithm3": pooled_p(&literal, 0.99), "no_target": pooled_p(&no_target, 0.99) },
         }),
     );
 

@@ -11,8 +11,10 @@
 //!   queueing delay `q_i` (one-way delay above its minimum: the clock offset cancels), the
 //!   service time per packet `γ_i` and its variability `u_i` over the last 200 packets (Eqs.
 //!   8-9), and the loss rate.
-//! * **LD-MPSP windows** (Algorithm 3): per acknowledged packet `w_i ← w_i + ((τ − q_i)/τ)/w_i`;
-//!   a path whose queue exceeds the target `τ` shrinks. Halving on loss (once per round trip)
+//! * **LD-MPSP windows** (Algorithm 3): per acknowledged packet `w_i ← w_i + ((s − q_i)/τ)/w_i`;
+//!   a path whose queue exceeds the set point `s` shrinks. Algorithm 3 has `s = τ`, where the
+//!   windows settle with half the packets over `τ`; Cohort reads `τ` as a bound met by
+//!   `tau_share` (95%) of the packets and lowers `s` until the reports show it ([`bound`]). Halving on loss (once per round trip)
 //!   only for a congestion loss (one that comes with a high queue while the loss rate at high
 //!   queues exceeds the channel's own), slow start first, growth only while the window
 //!   limits: Cohort's choices, see [`path::PathTx::on_report`].
@@ -46,6 +48,7 @@
 
 pub mod balance;
 pub mod bandit;
+pub mod bound;
 pub mod federated;
 pub mod path;
 pub mod wire;
@@ -53,6 +56,7 @@ pub mod wire;
 use crate::lrt::Connection;
 use balance::{PathDelay, normal_quantile, split};
 use bandit::{ArmStats, MsUcb};
+use bound::DelayBound;
 use cohort_time::Instant;
 use path::{Growth, PathRx, PathTx, clone_probability};
 use std::collections::VecDeque;
@@ -79,6 +83,11 @@ pub struct MpConfig {
     pub initial_cwnd: f64,
     /// Quantile of the path delays delay balancing equalises (Eq. 10); 0.5 is the mean.
     pub quantile: f64,
+    /// LD-MPSP's `τ` as a bound: the share of packets whose delay above the connection's
+    /// fastest path should stay within `τ` (0 < share < 1; see [`DelayBound`]). `None` is
+    /// Algorithm 3 as written, whose windows settle where the queue *is* `τ`, so about half
+    /// the packets exceed it.
+    pub tau_share: Option<f64>,
     /// Cloning's `k` (0.5 ≤ k ≤ 1) and whether partial cloning runs at all.
     pub clone_k: f64,
     pub cloning: bool,
@@ -105,6 +114,7 @@ impl Default for MpConfig {
             super_arm: 0,
             initial_cwnd: 10.0,
             quantile: 0.9,
+            tau_share: Some(0.95),
             clone_k: 0.5,
             cloning: true,
             short_flow_bytes: 64 * 1024,
@@ -145,6 +155,11 @@ pub struct MpStats {
     /// Clones dropped because their path's queue was full.
     pub clones_dropped: u64,
     pub path_acks_sent: u64,
+    /// Where LD-MPSP's windows are steering the delay above the fastest path (the set
+    /// point `s`, ms; `τ` when `tau_share` is `None`), and the share of reported packets
+    /// that exceeded `τ`.
+    pub delay_set_ms: f64,
+    pub delay_over_tau_share: f64,
 }
 
 /// One scheduling round of LD-MPSP.
@@ -182,6 +197,8 @@ pub struct MpConnection {
     blocked: Option<Instant>,
     /// The super-arms played, first rounds only (for regret).
     round_log: Vec<Vec<usize>>,
+    /// LD-MPSP's set point (τ as a bound, [`bound`]).
+    bound: DelayBound,
     stats: MpStats,
 }
 
@@ -213,6 +230,13 @@ impl MpConnection {
             data_bytes_sent: 0,
             blocked: None,
             round_log: Vec::new(),
+            bound: DelayBound::new(
+                match cfg.scheduler {
+                    Scheduler::LdMpsp { tau } => tau,
+                    _ => Duration::ZERO,
+                },
+                cfg.tau_share,
+            ),
             stats: MpStats::default(),
             cfg,
         }
@@ -261,6 +285,8 @@ impl MpConnection {
     pub fn stats(&self) -> MpStats {
         let mut s = self.stats.clone();
         s.rounds = self.bandit.rounds();
+        s.delay_set_ms = self.bound.set_point().as_secs_f64() * 1e3;
+        s.delay_over_tau_share = self.bound.over_share();
         s.paths = self
             .tx
             .iter()
@@ -291,14 +317,13 @@ impl MpConnection {
 
     fn growth(&self) -> Growth {
         match self.cfg.scheduler {
-            Scheduler::LdMpsp { tau } => Growth::DelayTarget { tau },
+            Scheduler::LdMpsp { tau } => Growth::DelayTarget { tau, set: self.bound.set_point() },
             _ => Growth::Reno,
         }
     }
 
     /// A datagram that arrived on path `path`.
     pub fn handle_datagram(&mut self, now: Instant, path: usize, bytes: &[u8]) {
-        let growth = self.growth();
         self.blocked = None;
         match MpRepr::parse(bytes) {
             Ok(MpRepr::Data(h, pkt)) if path < self.rx.len() => {
@@ -313,7 +338,13 @@ impl MpConnection {
             Ok(MpRepr::PathAck(a)) if usize::from(a.path) < self.tx.len() => {
                 let p = usize::from(a.path);
                 let was_up = self.tx[p].up;
-                self.tx[p].on_report(now, &a, growth);
+                let growth = self.growth();
+                let (newly, _) = self.tx[p].on_report(now, &a, growth);
+                // Slow start's overshoot is a transient the set point cannot steer: the
+                // tracker learns the delays of windows under Algorithm 3's law.
+                if newly > 0 && !self.tx[p].slow_start && matches!(growth, Growth::DelayTarget { .. }) {
+                    self.bound.sample(self.tx[p].queueing);
+                }
                 self.signaled[p] = false;
                 if !was_up {
                     tracing::debug!(path = p, "multipath: path is back");

@@ -15,8 +15,10 @@ const SENT_LOG: usize = 1 << 14;
 /// How the window grows on acknowledgements.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Growth {
-    /// LD-MPSP (Algorithm 3): `w ← w + ((τ − q)/τ)/w` per acknowledged packet.
-    DelayTarget { tau: Duration },
+    /// LD-MPSP (Algorithm 3): `w ← w + ((s − q)/τ)/w` per acknowledged packet, `q` the
+    /// path's queueing delay and `s` the set point: `τ` in Algorithm 3, lower where τ is a
+    /// bound most packets must meet (`MpConfig::tau_share`, [`super::bound`]).
+    DelayTarget { tau: Duration, set: Duration },
     /// Reno-like, as an uncoupled MPTCP subflow: `w ← w + 1/w`.
     Reno,
 }
@@ -270,14 +272,15 @@ impl PathTx {
         }
         // Algorithm 3: grow per acknowledged packet, halve on loss (once per round trip).
         // Seed 001 gives no start-up; Cohort starts in slow start (+1 per acknowledged packet,
-        // as TCP and LEDBAT do) until the first loss or until the queue passes half of `τ`.
+        // as TCP and LEDBAT do) until the first loss or until the queue passes half of the set
+        // point.
         let alpha = match growth {
-            Growth::DelayTarget { tau } => {
-                let tau = tau.as_secs_f64().max(1e-6);
-                if self.queueing.as_secs_f64() > tau / 2.0 {
+            Growth::DelayTarget { tau, set } => {
+                let (tau, set, q) = (tau.as_secs_f64().max(1e-6), set.as_secs_f64(), self.queueing.as_secs_f64());
+                if q > set / 2.0 {
                     self.slow_start = false;
                 }
-                ((tau - self.queueing.as_secs_f64()) / tau).clamp(-1.0, 1.0)
+                ((set - q) / tau).clamp(-1.0, 1.0)
             }
             Growth::Reno => 1.0,
         };
@@ -313,7 +316,7 @@ impl PathTx {
     /// grew until half the datagrams were dropped.) Reno windows have no target: always high.
     fn queue_level(&self, growth: Growth) -> Option<bool> {
         match growth {
-            Growth::DelayTarget { tau } => {
+            Growth::DelayTarget { tau, .. } => {
                 let high = tau.min(self.queueing_peak.mul_f64(0.75)).max(Duration::from_millis(1));
                 if self.queueing >= high {
                     Some(true)
@@ -348,7 +351,7 @@ impl PathTx {
     /// buffer) thus still halves, and its halvings bring the low-queue measurements.
     fn congestion_loss(&self, growth: Growth) -> bool {
         match growth {
-            Growth::DelayTarget { tau } if self.loss_low.packets + self.loss_high.packets < 64 => {
+            Growth::DelayTarget { tau, .. } if self.loss_low.packets + self.loss_high.packets < 64 => {
                 self.queueing >= tau / 2
             }
             _ => {

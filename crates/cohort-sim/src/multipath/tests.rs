@@ -90,6 +90,29 @@ fn the_delay_target_keeps_the_queue_short() {
     assert!(reno > 2.0 * ld, "Reno fills the queue: p90 {reno:.1} ms against {ld:.1}");
 }
 
+/// τ read as a bound: on two busy paths, most messages arrive within τ of the fastest,
+/// where Algorithm 3's law as written settles with the queue at τ and most exceed it; the
+/// goodput is the same to a few percent.
+#[test]
+fn the_delay_target_is_a_bound_most_messages_meet() {
+    let go = |share: Option<f64>| {
+        let cfg = MpConfig { tau_share: share, ..with(Scheduler::LdMpsp { tau: ms(20) }) };
+        let mut r = MpRun::new(cfg, vec![link(20.0, 10, 0.0), link(10.0, 10, 0.0)], 6000, 1200, 6);
+        r.app_buffer_bytes = 4 * 1200;
+        let o = run(&r).unwrap();
+        assert_eq!(o.delivered, 6000);
+        assert!(o.in_order);
+        let base = o.delays_ms.iter().copied().fold(f64::INFINITY, f64::min);
+        let within = o.delays_ms.iter().filter(|&&d| d - base <= 20.0).count() as f64 / o.delays_ms.len() as f64;
+        (within, o.goodput_mbps, o.sender.delay_set_ms)
+    };
+    let (bound, literal) = (go(Some(0.95)), go(None));
+    assert!(bound.0 > 0.8, "τ as a bound: {bound:?}");
+    assert!(literal.0 < 0.5, "Algorithm 3 as written settles at τ: {literal:?}");
+    assert_eq!(literal.2, 20.0, "its set point stays τ");
+    assert!(bound.1 > 0.95 * literal.1, "goodput {bound:?} against {literal:?}");
+}
+
 #[test]
 fn the_same_run_gives_the_same_outcome() {
     let r = MpRun::new(MpConfig::default(), vec![link(12.0, 15, 0.05), link(6.0, 5, 0.1)], 500, 900, 9);
