@@ -352,7 +352,7 @@ pub struct CardEstimate {
     pub last: CardReading,
     pub at: Instant,
     /// Bytes per second the card sends while it has something to send (EWMA, weight 1/4, of
-    /// samples over [`DRAIN_SAMPLE`] of intervals between readings in which it never ran
+    /// samples over 4 ms (`DRAIN_SAMPLE`) of intervals between readings in which it never ran
     /// empty: it held more at the interval's start than it sent in it); `None` until the
     /// first sample.
     pub drain_bps: Option<f64>,
