@@ -5,9 +5,10 @@
 //! steady state the delay sits *at* the target and about half of the packets exceed it
 //! (measured in `cohort bench multipath`: 2% of messages within 20 ms of the fastest with
 //! τ = 20 ms). A robot that names a delay target means a bound: "my messages wait at most τ".
-//! Cohort keeps Algorithm 3's control law and moves its set point `s` instead: every delay
-//! sample a path report brings outside slow start (the reported packet's queueing delay, its
-//! one-way delay above the path's smallest) is compared with `τ`, and `s` follows a
+//! Cohort keeps Algorithm 3's control law and moves its set point `s` instead: at every path
+//! report outside slow start, the delay a packet meets in order (the longest current one-way
+//! delay of the paths in use above the smallest any path showed: a message of the faster path
+//! waits for those sent before it on the slower) is compared with `τ`, and `s` follows a
 //! Robbins-Monro quantile tracker,
 //!
 //! `s ← clamp(s + κ·τ·((1 − share) − 1{q > τ}), τ/4, τ)`,
@@ -45,7 +46,7 @@ impl DelayBound {
         DelayBound { tau, share, set: tau, samples: 0, over: 0 }
     }
 
-    /// A packet was reported with queueing delay `q`.
+    /// A report showed packets meeting delay `q` above the fastest delivery.
     pub fn sample(&mut self, q: Duration) {
         let over = q.as_secs_f64() > self.tau;
         self.samples += 1;

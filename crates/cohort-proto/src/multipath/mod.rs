@@ -199,6 +199,8 @@ pub struct MpConnection {
     round_log: Vec<Vec<usize>>,
     /// LD-MPSP's set point (τ as a bound, [`bound`]).
     bound: DelayBound,
+    /// The smallest raw one-way delay any path reported ([`path::PathTx::owd_raw_last`]).
+    owd_floor: Option<u32>,
     stats: MpStats,
 }
 
@@ -237,6 +239,7 @@ impl MpConnection {
                 },
                 cfg.tau_share,
             ),
+            owd_floor: None,
             stats: MpStats::default(),
             cfg,
         }
@@ -322,6 +325,22 @@ impl MpConnection {
         }
     }
 
+    /// What a packet sent now waits, about, above the fastest delivery the connection has
+    /// seen: the longest current one-way delay of the paths reporting lately (a packet of
+    /// a faster path waits in order for those sent before it on the slowest) above the
+    /// smallest one-way delay of any path. Raw one-way delays of different paths share the
+    /// two clocks' offset, so their differences are real time.
+    fn in_order_delay(&self, now: Instant) -> Duration {
+        let Some(floor) = self.owd_floor else { return Duration::ZERO };
+        let recent = |t: &PathTx| {
+            let lately = t.srtt.unwrap_or(self.cfg.default_rtt).max(Duration::from_millis(10)) * 2;
+            t.up && t.last_report.is_some_and(|r| now.saturating_duration_since(r) <= lately)
+        };
+        let worst = self.tx.iter().filter(|t| recent(t)).filter_map(|t| t.owd_raw_last);
+        let worst = worst.map(|o| o.wrapping_sub(floor) as i32).max().unwrap_or(0);
+        Duration::from_micros(u64::try_from(worst).unwrap_or(0))
+    }
+
     /// A datagram that arrived on path `path`.
     pub fn handle_datagram(&mut self, now: Instant, path: usize, bytes: &[u8]) {
         self.blocked = None;
@@ -342,8 +361,12 @@ impl MpConnection {
                 let (newly, _) = self.tx[p].on_report(now, &a, growth);
                 // Slow start's overshoot is a transient the set point cannot steer: the
                 // tracker learns the delays of windows under Algorithm 3's law.
+                if newly > 0 {
+                    let o = a.owd_raw_us;
+                    self.owd_floor = Some(self.owd_floor.filter(|&f| o.wrapping_sub(f) as i32 >= 0).unwrap_or(o));
+                }
                 if newly > 0 && !self.tx[p].slow_start && matches!(growth, Growth::DelayTarget { .. }) {
-                    self.bound.sample(self.tx[p].queueing);
+                    self.bound.sample(self.in_order_delay(now));
                 }
                 self.signaled[p] = false;
                 if !was_up {

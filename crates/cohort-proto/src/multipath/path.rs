@@ -46,6 +46,10 @@ pub struct PathTx {
     owd_first: Option<u32>,
     owd_base_rel: i64,
     pub queueing: Duration,
+    /// The last reported one-way delay, raw (the receiver's clock less the sender's, µs,
+    /// wrapping): comparable between the paths of one connection, whose packets all carry one
+    /// clock each way.
+    pub owd_raw_last: Option<u32>,
     /// The queueing delay of the report before: the packets a report counts left between
     /// the two, and met a queue between them.
     queueing_before: Duration,
@@ -93,6 +97,7 @@ impl PathTx {
             owd_first: None,
             owd_base_rel: i64::MAX,
             queueing: Duration::ZERO,
+            owd_raw_last: None,
             queueing_peak: Duration::ZERO,
             gamma: VecDeque::new(),
             last_arrival: None,
@@ -226,6 +231,7 @@ impl PathTx {
             let first = *self.owd_first.get_or_insert(r.owd_raw_us);
             let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
             self.owd_base_rel = self.owd_base_rel.min(rel);
+            self.owd_raw_last = Some(r.owd_raw_us);
             self.queueing_before = self.queueing;
             self.queueing = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
             self.queueing_peak = self.queueing.max(self.queueing_peak.mul_f64(0.99));
