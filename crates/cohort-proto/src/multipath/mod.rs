@@ -14,8 +14,8 @@
 //! * **LD-MPSP windows** (Algorithm 3): per acknowledged packet `w_i ← w_i + ((s − q_i)/τ)/w_i`;
 //!   a path whose queue exceeds the set point `s` shrinks. Algorithm 3 has `s = τ`, where the
 //!   windows settle with half the packets over `τ`; Cohort reads `τ` as a bound met by
-//!   `tau_share` (95%) of the packets and lowers `s` until the reports show it ([`bound`]). Halving on loss (once per round trip)
-//!   only for a congestion loss (one that comes with a high queue while the loss rate at high
+//!   `tau_share` (95%) of the packets and lowers `s` until the reports show it ([`bound`]).
+//!   Halving on loss (once per round trip) only for a congestion loss (one that comes with a high queue while the loss rate at high
 //!   queues exceeds the channel's own), slow start first, growth only while the window
 //!   limits: Cohort's choices, see [`path::PathTx::on_report`].
 //! * **MS-UCB** ([`bandit`], Algorithm 2, Eqs. 13-16): each round chooses the super-arm `S` of
@@ -359,12 +359,12 @@ impl MpConnection {
                 let was_up = self.tx[p].up;
                 let growth = self.growth();
                 let (newly, _) = self.tx[p].on_report(now, &a, growth);
-                // Slow start's overshoot is a transient the set point cannot steer: the
-                // tracker learns the delays of windows under Algorithm 3's law.
                 if newly > 0 {
                     let o = a.owd_raw_us;
                     self.owd_floor = Some(self.owd_floor.filter(|&f| o.wrapping_sub(f) as i32 >= 0).unwrap_or(o));
                 }
+                // Slow start's overshoot is a transient the set point cannot steer: the
+                // tracker learns the delays of windows under Algorithm 3's law.
                 if newly > 0 && !self.tx[p].slow_start && matches!(growth, Growth::DelayTarget { .. }) {
                     self.bound.sample(self.in_order_delay(now));
                 }
