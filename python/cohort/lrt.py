@@ -253,11 +253,11 @@ class MpLrtSocket(_Coded):
         """Connects over ``paths`` (``(local, peer)`` address pairs, ``"ip:port"`` each, port
         0 locally for any; path 0 carries the key exchange) and waits for the handshake.
 
-        ``scheduler`` is ``"ldmpsp"`` (seed 001, with ``tau_ms`` of queueing allowed per
-        path), or MPTCP's default ``"minrtt"``, or ``"roundrobin"``; ``super_arm`` paths are
-        used each round (0: all). ``options`` are :meth:`LrtSocket.connect`'s (``dscp``,
-        ``priority``, ``handshake_timeout``, ``idle_timeout``, ``rate_mbps``,
-        ``estimate_rate``).
+        ``scheduler`` is ``"ldmpsp"`` (seed 001; ``tau_ms`` bounds the delay 95% of packets
+        meet above the fastest path's), or MPTCP's default ``"minrtt"``, or ``"roundrobin"``;
+        ``super_arm`` paths are used each round (0: all). ``options`` are
+        :meth:`LrtSocket.connect`'s (``dscp``, ``priority``, ``handshake_timeout``,
+        ``idle_timeout``, ``rate_mbps``, ``estimate_rate``).
         """
         return cls(
             _native.MpLrtSocket.connect(
