@@ -78,6 +78,33 @@ fn two_paths_carry_messages_exactly_once_in_order() {
     assert!(server.peer_addrs().iter().all(|p| p.is_some()), "the listener learned both paths");
 }
 
+/// The listening end sends: it knows a path's peer address only once something arrived on
+/// that path, so the connecting end validates every path at the start (a probe each) whether
+/// or not it has data for it, and the listener's messages travel on both paths.
+#[test]
+fn a_listener_sends_on_every_path() {
+    let one = MpConfig { super_arm: 1, ..MpConfig::default() };
+    let server = MpLrtSocket::listen(&[addr("127.0.0.1:0"), addr("127.0.0.2:0")], cfg(1), one.clone()).unwrap();
+    let s = server.local_addrs().to_vec();
+    let paths = [(addr("127.0.0.1:0"), s[0]), (addr("127.0.0.2:0"), s[1])];
+    let c = MpLrtSocket::connect(&paths, cfg(2), one).unwrap();
+    server.wait_connected(Some(Duration::from_secs(10))).unwrap();
+    let reader = std::thread::spawn(move || {
+        for i in 0..3000u32 {
+            assert_eq!(c.recv_timeout(Some(Duration::from_secs(10))).unwrap(), msg(i, 1000), "message {i}");
+        }
+        c
+    });
+    for i in 0..3000u32 {
+        server.send(&msg(i, 1000)).unwrap();
+    }
+    server.flush(Some(Duration::from_secs(30))).unwrap();
+    let _c = reader.join().unwrap();
+    assert!(server.peer_addrs().iter().all(|p| p.is_some()), "the listener learned both paths");
+    let st = server.stats();
+    assert!(st.mp.paths.iter().all(|p| p.delivered > 0), "both paths delivered: {:?}", st.mp.paths);
+}
+
 /// Path 1 goes through a relay that stops forwarding mid-stream: every message still arrives,
 /// and the sender marks the path down.
 #[test]

@@ -41,7 +41,10 @@
 //!   6-byte request the receiver answers with the path's report, so a lost report is not a
 //!   failure; its mark shows which packets were lost); silent for the whole of it, the path is
 //!   down: its packets count as lost (LRT's repairs cover them) and it leaves every
-//!   super-arm. A down path is probed every `probe_interval`; any report brings it back.
+//!   super-arm. A down path is probed every `probe_interval`; any report brings it back,
+//!   an empty one too: a receiver that has taken nothing on the path answers a probe with
+//!   an empty report, so a radio out of reach when the connection began (or a path whose
+//!   listening end had not yet learned the peer's address) joins once it works.
 //!
 //! The baselines of seed 001's comparison run on the same machine ([`Scheduler`]): the
 //! min-RTT scheduler of MPTCP's default and round-robin, both with uncoupled Reno windows.
@@ -354,6 +357,14 @@ impl MpConnection {
                 rx.probed = true;
                 rx.probe_mark = Some(mark);
             }
+            Ok(MpRepr::Empty(p, mark)) if usize::from(p) < self.tx.len() => {
+                let p = usize::from(p);
+                if !self.tx[p].up {
+                    tracing::debug!(path = p, "multipath: path is back (nothing had arrived on it)");
+                }
+                self.tx[p].on_empty_report(now, mark);
+                self.signaled[p] = false;
+            }
             Ok(MpRepr::PathAck(a)) if usize::from(a.path) < self.tx.len() => {
                 let p = usize::from(a.path);
                 let was_up = self.tx[p].up;
@@ -450,7 +461,7 @@ impl MpConnection {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let acks = self.rx.iter().filter_map(|r| match r.first_unacked {
             // A probe asks for the report at once.
-            _ if r.probed && r.highest.is_some() => Some(Instant::ZERO),
+            _ if r.probed => Some(Instant::ZERO),
             first => first.map(|t| t + self.cfg.ack_delay),
         });
         let fails = (0..self.tx.len()).filter_map(|i| self.fail_deadline(i));
@@ -489,8 +500,15 @@ impl MpConnection {
             wire::emit_probe(i as u8, self.tx[i].next_seq, buf);
             return Some((i, PROBE_LEN));
         }
-        // 1. Path reports, on the path they describe (at once when probed).
+        // 1. Path reports, on the path they describe (at once when probed; empty when
+        // nothing arrived on the path yet).
         for i in 0..self.rx.len() {
+            if buf.len() >= PROBE_LEN
+                && let Some(mark) = self.rx[i].empty_answer()
+            {
+                wire::emit_empty(i as u8, mark, buf);
+                return Some((i, PROBE_LEN));
+            }
             let due = self.rx[i].probed
                 || self.rx[i].unacked >= self.cfg.ack_every
                 || self.rx[i].first_unacked.is_some_and(|t| now >= t + self.cfg.ack_delay);

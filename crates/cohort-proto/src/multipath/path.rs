@@ -249,22 +249,8 @@ impl PathTx {
             self.last_arrival = Some((r.arrival_us, r.received));
         }
         // Everything up to the highest reported is out of flight (a path keeps its order);
-        // of those, the ones the receiver did not count are lost. So is everything sent
-        // before a probe this report answers (below its mark): the probe overtook nothing.
-        let highest = r.highest;
-        let before = |s: u32, bound: u32| bound.wrapping_sub(s).wrapping_sub(1) < u32::MAX / 2;
-        let mut out = 0u64;
-        let mut out_by_mark = 0u64;
-        while let Some(&(s, _)) = self.sent.front() {
-            if s == highest || before(s, highest) {
-                out += 1;
-            } else if r.probe_mark != super::wire::NO_MARK && before(s, r.probe_mark) {
-                out_by_mark += 1;
-            } else {
-                break;
-            }
-            self.sent.pop_front();
-        }
+        // of those, the ones the receiver did not count are lost.
+        let (out, out_by_mark) = self.out_of_flight(Some(r.highest), r.probe_mark);
         let newly_lost = out.saturating_sub(newly) + out_by_mark;
         self.delivered += newly;
         self.lost += newly_lost;
@@ -308,6 +294,36 @@ impl PathTx {
             }
         }
         (newly, newly_lost)
+    }
+
+    /// Takes out of flight the packets up to `highest` (reported received or lost) and, of
+    /// the rest, those sent before the probe of `mark` a report answers: the probe overtook
+    /// nothing, so they are lost. Returns how many of each.
+    fn out_of_flight(&mut self, highest: Option<u32>, mark: u32) -> (u64, u64) {
+        let before = |s: u32, bound: u32| bound.wrapping_sub(s).wrapping_sub(1) < u32::MAX / 2;
+        let (mut out, mut out_by_mark) = (0u64, 0u64);
+        while let Some(&(s, _)) = self.sent.front() {
+            if highest.is_some_and(|h| s == h || before(s, h)) {
+                out += 1;
+            } else if mark != super::wire::NO_MARK && before(s, mark) {
+                out_by_mark += 1;
+            } else {
+                break;
+            }
+            self.sent.pop_front();
+        }
+        (out, out_by_mark)
+    }
+
+    /// The receiver answered a probe of `mark` with an empty report: nothing sent on the path
+    /// has arrived yet, yet the probe and its answer crossed it, so the path is up again.
+    /// What left before the probe is lost; delays, rate and window stay as they were.
+    pub fn on_empty_report(&mut self, now: Instant, mark: u32) {
+        self.last_report = Some(now);
+        self.up = true;
+        let (_, lost) = self.out_of_flight(None, mark);
+        self.lost += lost;
+        self.loss = blend(self.loss, 0, lost, LOSS_HORIZON);
     }
 
     /// Where the queue stands for the loss discriminator: `Some(true)` where a buffer could
@@ -451,6 +467,16 @@ impl PathRx {
         }
         self.unacked += 1;
         self.first_unacked.get_or_insert(now);
+    }
+
+    /// If a probe asked for a report and nothing has arrived on the path to report, the
+    /// mark to answer with an empty report (see [`super::wire`]).
+    pub fn empty_answer(&mut self) -> Option<u32> {
+        if !self.probed || self.highest.is_some() {
+            return None;
+        }
+        self.probed = false;
+        Some(self.probe_mark.unwrap_or(super::wire::NO_MARK))
     }
 
     /// The report to send now, on path `path`.

@@ -68,3 +68,31 @@ fn rate_hints_set_the_service_time() {
     c.set_rate_hint(1, None);
     assert_eq!(c.tx[1].delay_model(rtt).gamma, 1e-4, "the unmeasured default");
 }
+
+/// A probe of a path nothing arrived on is answered at once with an empty report; the
+/// sender takes it as the path's return and counts what left before the probe as lost.
+#[test]
+fn a_probe_of_a_silent_path_gets_an_empty_answer() {
+    let (mut tx, mut rx) = (conn(2), conn(2));
+    let mut buf = [0u8; 2048];
+    // Path 1 fails with 5 packets in flight (seq 0-4), none of which arrived.
+    for _ in 0..5 {
+        tx.tx[1].on_send(Instant::ZERO, 100, false);
+    }
+    tx.tx[1].fail(10.0);
+    let t = Instant::ZERO + Duration::from_millis(300);
+    let mut probe = [0u8; wire::PROBE_LEN];
+    wire::emit_probe(1, tx.tx[1].next_seq, &mut probe);
+    // Two more leave after the probe (seq 5, 6): the answer says nothing of them.
+    tx.tx[1].on_send(t, 100, false);
+    tx.tx[1].on_send(t, 100, false);
+    rx.handle_datagram(t, 1, &probe);
+    assert_eq!(rx.poll_timeout(), Some(Instant::ZERO), "answered at once");
+    let (path, n) = rx.poll_transmit(t, &mut buf).unwrap();
+    assert_eq!((path, wire::MpRepr::parse(&buf[..n])), (1, Ok(wire::MpRepr::Empty(1, 5))));
+    assert_eq!(rx.poll_transmit(t, &mut buf), None, "once");
+    tx.handle_datagram(t, 1, &buf[..n]);
+    let p = tx.stats().paths[1];
+    assert!(p.up, "{p:?}");
+    assert_eq!((p.lost, tx.tx[1].in_flight()), (5, 2), "lost with the failure; still in flight");
+}

@@ -6,6 +6,7 @@
 //!                | held µs (u32) | raw one-way delay µs (u32) | arrival µs (u32)
 //!                | probe mark (u32)
 //! probe:    0x03 | path (u8) | mark (u32)          (asks for a path acknowledgement now)
+//! empty:    0x04 | path (u8) | mark (u32)          (answers a probe: nothing arrived yet)
 //! ```
 //!
 //! Big-endian. Times are microseconds modulo 2³² of the sender's clock (send time) and of
@@ -16,7 +17,9 @@
 //! take it out of the round trip). A probe's `mark` is the path sequence number of the next
 //! data datagram at the time it left; the acknowledgement echoes the mark of the latest probe
 //! it answers (`u32::MAX`: none). A path keeps its order, so every datagram below the mark
-//! and above the highest received is lost.
+//! and above the highest received is lost. A receiver that has taken nothing on the path yet
+//! has no acknowledgement to give and answers with an `empty` report instead (echoing the
+//! mark): a path out of reach since the connection began is alive again once one arrives.
 
 /// Bytes in front of each LRT packet.
 pub const DATA_HEADER: usize = 18;
@@ -28,6 +31,7 @@ pub const PROBE_LEN: usize = 6;
 const DATA: u8 = 1;
 const PATH_ACK: u8 = 2;
 const PROBE: u8 = 3;
+const EMPTY: u8 = 4;
 
 /// A data header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +66,9 @@ pub enum MpRepr<'a> {
     PathAck(PathAck),
     /// A request for path `.0`'s acknowledgement with mark `.1`: is the path alive?
     Probe(u8, u32),
+    /// The answer to path `.0`'s probe of mark `.1` from a receiver that has taken nothing on
+    /// that path yet.
+    Empty(u8, u32),
 }
 
 /// Why a datagram was refused.
@@ -100,7 +107,8 @@ impl<'a> MpRepr<'a> {
                 probe_mark: u32_at(b, 26),
             })),
             Some(&PROBE) if b.len() == PROBE_LEN => Ok(MpRepr::Probe(b[1], u32_at(b, 2))),
-            Some(&DATA) | Some(&PATH_ACK) | Some(&PROBE) | None => Err(MpWireError::Truncated(b.len())),
+            Some(&EMPTY) if b.len() == PROBE_LEN => Ok(MpRepr::Empty(b[1], u32_at(b, 2))),
+            Some(&(DATA | PATH_ACK | PROBE | EMPTY)) | None => Err(MpWireError::Truncated(b.len())),
             Some(&t) => Err(MpWireError::Type(t)),
         }
     }
@@ -119,7 +127,16 @@ impl DataHeader {
 
 /// Writes a probe of `path` with `mark` into `out[..PROBE_LEN]`.
 pub fn emit_probe(path: u8, mark: u32, out: &mut [u8]) {
-    out[0] = PROBE;
+    emit_short(PROBE, path, mark, out);
+}
+
+/// Writes the empty answer to a probe of `path` with `mark` into `out[..PROBE_LEN]`.
+pub fn emit_empty(path: u8, mark: u32, out: &mut [u8]) {
+    emit_short(EMPTY, path, mark, out);
+}
+
+fn emit_short(kind: u8, path: u8, mark: u32, out: &mut [u8]) {
+    out[0] = kind;
     out[1] = path;
     out[2..6].copy_from_slice(&mark.to_be_bytes());
 }
@@ -177,6 +194,9 @@ mod tests {
         emit_probe(4, 77, &mut p);
         assert_eq!(MpRepr::parse(&p), Ok(MpRepr::Probe(4, 77)));
         assert_eq!(MpRepr::parse(&[3, 4, 5]), Err(MpWireError::Truncated(3)));
+        emit_empty(4, 78, &mut p);
+        assert_eq!(MpRepr::parse(&p), Ok(MpRepr::Empty(4, 78)));
+        assert_eq!(MpRepr::parse(&p[..5]), Err(MpWireError::Truncated(5)));
         let mut d = [0u8; DATA_HEADER];
         h.emit(&mut d);
         assert_eq!(MpRepr::parse(&d), Err(MpWireError::Truncated(DATA_HEADER)), "a data header needs a packet");

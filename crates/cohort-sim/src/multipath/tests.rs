@@ -231,3 +231,18 @@ fn a_saturated_sender_keeps_its_redundancy() {
         assert!(o.max_stall_ms < 400.0, "seed {seed}: longest stall {:.1} ms", o.max_stall_ms);
     }
 }
+
+/// A radio out of range when the connection starts (nothing it carried ever arrived) is
+/// used once it comes up: the receiver answers a probe of a path it has heard nothing on,
+/// so the path's return does not wait for data the sender no longer sends it.
+#[test]
+fn a_path_out_from_the_start_is_used_once_it_comes_up() {
+    let mut paths = vec![link(20.0, 10, 0.0), link(20.0, 10, 0.0)];
+    paths[1].outages.push((ms(0), ms(500)));
+    let o = run(&MpRun::new(MpConfig::default(), paths, 8000, 1000, 5)).unwrap();
+    assert_eq!(o.delivered, 8000);
+    assert!(o.in_order);
+    let p1 = o.sender.paths[1];
+    assert!(p1.up && p1.failures >= 1, "the path failed at the start and came up: {p1:?}");
+    assert!(p1.delivered > 1000, "and carried traffic: {p1:?}");
+}
