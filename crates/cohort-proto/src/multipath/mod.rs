@@ -202,8 +202,6 @@ pub struct MpConnection {
     round_log: Vec<Vec<usize>>,
     /// LD-MPSP's set point (τ as a bound, [`bound`]).
     bound: DelayBound,
-    /// The smallest raw one-way delay any path reported ([`path::PathTx::owd_raw_last`]).
-    owd_floor: Option<u32>,
     stats: MpStats,
 }
 
@@ -242,7 +240,6 @@ impl MpConnection {
                 },
                 cfg.tau_share,
             ),
-            owd_floor: None,
             stats: MpStats::default(),
             cfg,
         }
@@ -331,16 +328,28 @@ impl MpConnection {
     /// What a packet sent now waits, about, above the fastest delivery the connection has
     /// seen: the longest current one-way delay of the paths reporting lately (a packet of
     /// a faster path waits in order for those sent before it on the slowest) above the
-    /// smallest one-way delay of any path. Raw one-way delays of different paths share the
-    /// two clocks' offset, so their differences are real time.
+    /// smallest one-way delay of any path. Each path's delay is its smallest raw one-way
+    /// delay plus its queueing delay: raw one-way delays of different paths share the two
+    /// clocks' offset, so their differences are real time, and the queueing delay is kept
+    /// honest against clock drift by the round trip ([`path`]'s `queueing_delay`).
     fn in_order_delay(&self, now: Instant) -> Duration {
-        let Some(floor) = self.owd_floor else { return Duration::ZERO };
+        let bases: Vec<Option<u32>> = self.tx.iter().map(PathTx::owd_raw_base).collect();
+        let Some(reference) = bases.iter().flatten().next().copied() else { return Duration::ZERO };
+        // Bases relative to one of them (µs; wrapping-safe while the paths differ by < 35 min).
+        let rel = |b: u32| i64::from(b.wrapping_sub(reference) as i32);
+        let floor = bases.iter().flatten().map(|&b| rel(b)).min().unwrap_or(0);
         let recent = |t: &PathTx| {
             let lately = t.srtt.unwrap_or(self.cfg.default_rtt).max(Duration::from_millis(10)) * 2;
             t.up && t.last_report.is_some_and(|r| now.saturating_duration_since(r) <= lately)
         };
-        let worst = self.tx.iter().filter(|t| recent(t)).filter_map(|t| t.owd_raw_last);
-        let worst = worst.map(|o| o.wrapping_sub(floor) as i32).max().unwrap_or(0);
+        let worst = self
+            .tx
+            .iter()
+            .zip(&bases)
+            .filter(|(t, _)| recent(t))
+            .filter_map(|(t, b)| b.map(|b| rel(b) - floor + t.queueing.as_micros() as i64))
+            .max()
+            .unwrap_or(0);
         Duration::from_micros(u64::try_from(worst).unwrap_or(0))
     }
 
@@ -370,10 +379,6 @@ impl MpConnection {
                 let was_up = self.tx[p].up;
                 let growth = self.growth();
                 let (newly, _) = self.tx[p].on_report(now, &a, growth);
-                if newly > 0 {
-                    let o = a.owd_raw_us;
-                    self.owd_floor = Some(self.owd_floor.filter(|&f| o.wrapping_sub(f) as i32 >= 0).unwrap_or(o));
-                }
                 // Slow start's overshoot is a transient the set point cannot steer: the
                 // tracker learns the delays of windows under Algorithm 3's law.
                 if newly > 0 && !self.tx[p].slow_start && matches!(growth, Growth::DelayTarget { .. }) {

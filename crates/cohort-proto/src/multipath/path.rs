@@ -45,11 +45,8 @@ pub struct PathTx {
     /// One-way delay samples relative to the first (offset-free differences), µs.
     owd_first: Option<u32>,
     owd_base_rel: i64,
+    /// The path's queueing delay: see [`queueing_delay`].
     pub queueing: Duration,
-    /// The last reported one-way delay, raw (the receiver's clock less the sender's, µs,
-    /// wrapping): comparable between the paths of one connection, whose packets all carry one
-    /// clock each way.
-    pub owd_raw_last: Option<u32>,
     /// The queueing delay of the report before: the packets a report counts left between
     /// the two, and met a queue between them.
     queueing_before: Duration,
@@ -97,7 +94,6 @@ impl PathTx {
             owd_first: None,
             owd_base_rel: i64::MAX,
             queueing: Duration::ZERO,
-            owd_raw_last: None,
             queueing_peak: Duration::ZERO,
             gamma: VecDeque::new(),
             last_arrival: None,
@@ -215,9 +211,11 @@ impl PathTx {
             self.highest = Some(r.highest);
         }
         // Round trip of the highest packet, less the receiver's hold.
+        let mut rtt_queue = None;
         if let Some(&(_, at)) = self.sent.iter().find(|(s, _)| *s == r.highest) {
             let rtt = now.saturating_duration_since(at).saturating_sub(Duration::from_micros(u64::from(r.held_us)));
-            self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+            let min_rtt = *self.min_rtt.insert(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+            rtt_queue = Some(rtt - min_rtt);
             // RFC 6298 §2: RTTVAR ← ¾·RTTVAR + ¼·|SRTT − R|, SRTT ← ⅞·SRTT + ⅛·R.
             self.rttvar = match self.srtt {
                 Some(s) => (self.rttvar * 3 + s.abs_diff(rtt)) / 4,
@@ -227,13 +225,11 @@ impl PathTx {
         }
         // A report with nothing new (the answer to a probe) says nothing of delay or rate.
         if newly > 0 {
-            // Queueing delay: one-way delay above its smallest (the clock offset cancels).
             let first = *self.owd_first.get_or_insert(r.owd_raw_us);
             let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
             self.owd_base_rel = self.owd_base_rel.min(rel);
-            self.owd_raw_last = Some(r.owd_raw_us);
             self.queueing_before = self.queueing;
-            self.queueing = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
+            self.queueing = queueing_delay(Duration::from_micros((rel - self.owd_base_rel).max(0) as u64), rtt_queue);
             self.queueing_peak = self.queueing.max(self.queueing_peak.mul_f64(0.99));
             // Service time: arrivals between reports per packet delivered.
             if let Some((prev_arrival, prev_rx)) = self.last_arrival {
@@ -294,6 +290,14 @@ impl PathTx {
             }
         }
         (newly, newly_lost)
+    }
+
+    /// The raw one-way delay of the path's fastest packet (the receiver's clock less the
+    /// sender's, µs, wrapping), once one was measured: comparable between the paths of one
+    /// connection, whose packets all carry one clock each way.
+    pub fn owd_raw_base(&self) -> Option<u32> {
+        let first = self.owd_first?;
+        Some(first.wrapping_add(i32::try_from(self.owd_base_rel).ok()? as u32))
     }
 
     /// Takes out of flight the packets up to `highest` (reported received or lost) and, of
@@ -400,6 +404,26 @@ impl PathTx {
         self.gamma.clear();
         self.last_arrival = None;
     }
+}
+
+/// A path's queueing delay `q_i` from one report: the packet's one-way delay above the
+/// path's smallest (`owd_queue`; the clocks' offset cancels), but no more than its round trip
+/// above the smallest round trip (`rtt_queue`, when the report's packet was timed).
+///
+/// The one-way measure sees only the forward queue, as LD-MPSP asks (seed 001 §5), but it
+/// takes the two clocks to tick at one rate. They do not: crystals differ by tens of ppm,
+/// and NTP or chrony slewing a robot's clock runs it up to 500 ppm fast or slow (chrony's
+/// `maxslewrate` is far higher) for minutes. A receiver clock gaining 500 ppm adds 30 ms to
+/// every one-way delay per minute; with the smallest delay taken once for the connection's
+/// life, that would read as a queue growing past τ, and Algorithm 3 would shrink the window
+/// to nothing (seen in the simulator: `receiver_clock_ppm`). The round trip is timed on the
+/// sender's clock alone and includes the forward queue, so it bounds the one-way measure
+/// from above whatever the clocks do; where the reverse direction is quiet (it carries the
+/// reports) the two agree, and the one-way measure is the one used. The bound allows for the
+/// one-way measure's resolution: two timestamps of whole microseconds.
+fn queueing_delay(owd_queue: Duration, rtt_queue: Option<Duration>) -> Duration {
+    const RESOLUTION: Duration = Duration::from_micros(2);
+    rtt_queue.map_or(owd_queue, |r| owd_queue.min(r + RESOLUTION))
 }
 
 /// A loss `rate` averaged over reports with one more report's counts, each report weighing

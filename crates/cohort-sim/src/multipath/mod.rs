@@ -53,6 +53,10 @@ pub struct MpRun {
     pub seed: u64,
     /// Arms to start from statistics shared by other robots (a federated start).
     pub federated: Vec<(usize, ArmStats)>,
+    /// How much faster the receiver's clock runs than the sender's, parts per million
+    /// (negative: slower): a crystal's error, or NTP slewing a clock. The receiver's
+    /// connection sees every time on its own clock.
+    pub receiver_clock_ppm: f64,
 }
 
 impl MpRun {
@@ -68,6 +72,7 @@ impl MpRun {
             limit: Duration::from_secs(600),
             seed,
             federated: Vec::new(),
+            receiver_clock_ppm: 0.0,
         }
     }
 }
@@ -106,6 +111,8 @@ pub enum MpRunError {
     Link(#[from] LinkError),
     #[error("transport: {0}")]
     Lrt(#[from] ConfigError),
+    #[error("receiver clock rate {0} ppm: the clock must run forward")]
+    Clock(f64),
 }
 
 /// Runs `r`. Deterministic: the same run gives the same outcome.
@@ -131,6 +138,17 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
     let (mut in_order, mut established, mut completed) = (true, None, None);
     let (mut last_delivery, mut max_stall) = (None::<Instant>, Duration::ZERO);
     let mut wire = 0u64;
+    // The receiver's clock, and back (rounded up to the nanosecond, so its deadlines are never
+    // early; exact when the clocks agree).
+    let rate = 1.0 + r.receiver_clock_ppm * 1e-6;
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(MpRunError::Clock(r.receiver_clock_ppm));
+    }
+    let on_b = |t: Instant| Instant::ZERO + t.saturating_duration_since(Instant::ZERO).mul_f64(rate);
+    let from_b = |t: Instant| {
+        let ns = t.saturating_duration_since(Instant::ZERO).as_nanos() as f64 / rate;
+        Instant::ZERO + Duration::from_nanos(ns.ceil() as u64)
+    };
     let mut next_change = vec![0usize; n];
     let mut next_hint = vec![0usize; n];
     while now < end && delivered < r.messages {
@@ -147,7 +165,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
             }
         }
         a.handle_timeout(now);
-        b.handle_timeout(now);
+        b.handle_timeout(on_b(now));
         if a.conn().state() == &State::Established {
             established.get_or_insert(t);
             last_delivery.get_or_insert(now);
@@ -161,8 +179,8 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
                 next += 1;
             }
         }
-        for (from_a, c) in [(true, &mut a), (false, &mut b)] {
-            while let Some((p, len)) = c.poll_transmit(now, &mut buf) {
+        for (from_a, c, at) in [(true, &mut a, now), (false, &mut b, on_b(now))] {
+            while let Some((p, len)) = c.poll_transmit(at, &mut buf) {
                 wire += (len + UNDER_MP) as u64;
                 if !r.paths[p].out_at(t) {
                     let l = if from_a { &mut links[p].up } else { &mut links[p].down };
@@ -172,7 +190,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
         }
         for (p, l) in links.iter_mut().enumerate() {
             while let Some(d) = l.up.pop_due(now) {
-                b.handle_datagram(now, p, &d);
+                b.handle_datagram(on_b(now), p, &d);
             }
             while let Some(d) = l.down.pop_due(now) {
                 a.handle_datagram(now, p, &d);
@@ -194,7 +212,7 @@ pub fn run(r: &MpRun) -> Result<MpOutcome, MpRunError> {
                 completed = Some(t);
             }
         }
-        let wake = [a.poll_timeout(), b.poll_timeout()]
+        let wake = [a.poll_timeout(), b.poll_timeout().map(from_b)]
             .into_iter()
             .chain(links.iter().flat_map(|l| [l.up.next_at(), l.down.next_at()]))
             .flatten()

@@ -246,3 +246,40 @@ fn a_path_out_from_the_start_is_used_once_it_comes_up() {
     assert!(p1.up && p1.failures >= 1, "the path failed at the start and came up: {p1:?}");
     assert!(p1.delivered > 1000, "and carried traffic: {p1:?}");
 }
+
+/// The receiver's clock gains 1000 ppm (30 ms over the transfer, as a clock NTP slews might):
+/// one-way delays grow with it, yet the paths' queueing delay stays the real one (the round
+/// trip, on the sender's clock alone, bounds it), so LD-MPSP keeps its windows and the
+/// transfer its goodput. Before the bound, the growing delay read as a queue past τ and the
+/// windows shrank to two packets.
+#[test]
+fn a_drifting_receiver_clock_does_not_read_as_a_queue() {
+    let paths = || vec![link(4.0, 10, 0.0), link(2.0, 10, 0.0)];
+    let run_at = |ppm: f64| {
+        let r = MpRun {
+            app_buffer_bytes: 4 * 1200,
+            receiver_clock_ppm: ppm,
+            ..MpRun::new(MpConfig::default(), paths(), 18_000, 1200, 9)
+        };
+        let o = run(&r).unwrap();
+        assert_eq!(o.delivered, 18_000, "{ppm} ppm");
+        assert!(o.in_order);
+        o
+    };
+    let (steady, fast) = (run_at(0.0), run_at(1000.0));
+    assert!(
+        fast.goodput_mbps > 0.95 * steady.goodput_mbps,
+        "goodput {:.2} Mbit/s with the drift, {:.2} without",
+        fast.goodput_mbps,
+        steady.goodput_mbps
+    );
+    for p in &fast.sender.paths {
+        assert!(p.queueing_ms < 25.0, "queueing {:.1} ms read at the end: {p:?}", p.queueing_ms);
+    }
+    let slow = run_at(-1000.0);
+    assert!(slow.goodput_mbps > 0.95 * steady.goodput_mbps, "a slow clock: {:.2}", slow.goodput_mbps);
+    assert!(matches!(
+        run(&MpRun { receiver_clock_ppm: -1e6, ..MpRun::new(MpConfig::default(), paths(), 1, 1200, 9) }),
+        Err(MpRunError::Clock(_))
+    ));
+}
