@@ -229,7 +229,8 @@ impl PathTx {
             let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
             self.owd_base_rel = self.owd_base_rel.min(rel);
             self.queueing_before = self.queueing;
-            self.queueing = queueing_delay(Duration::from_micros((rel - self.owd_base_rel).max(0) as u64), rtt_queue);
+            let owd_queue = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
+            self.queueing = queueing_delay(owd_queue, rtt_queue, self.rttvar * 4);
             self.queueing_peak = self.queueing.max(self.queueing_peak.mul_f64(0.99));
             // Service time: arrivals between reports per packet delivered.
             if let Some((prev_arrival, prev_rx)) = self.last_arrival {
@@ -418,12 +419,17 @@ impl PathTx {
 /// life, that would read as a queue growing past τ, and Algorithm 3 would shrink the window
 /// to nothing (seen in the simulator: `receiver_clock_ppm`). The round trip is timed on the
 /// sender's clock alone and includes the forward queue, so it bounds the one-way measure
-/// from above whatever the clocks do; where the reverse direction is quiet (it carries the
-/// reports) the two agree, and the one-way measure is the one used. The bound allows for the
-/// one-way measure's resolution: two timestamps of whole microseconds.
-fn queueing_delay(owd_queue: Duration, rtt_queue: Option<Duration>) -> Duration {
+/// from above whatever the clocks do, up to its own noise: the sender's and the receiver's
+/// scheduling, the report's wait on the reverse direction, and a smallest round trip that may
+/// itself have carried some of either. So the bound is the round trip's queue plus four of its
+/// deviations (`slack`, the `4·rttvar` an RFC 6298 timeout allows for the same noise) plus the
+/// one-way measure's resolution (two timestamps of whole microseconds): where the clocks agree
+/// it does not bind, and the one-way measure is the one used. (A first version bound at the
+/// round trip's queue alone: in the simulator it trimmed samples by 18 µs at the median, and
+/// on the testbed two of three handoff runs carried 16.3 Mbit/s against 19.7-20.2 before.)
+fn queueing_delay(owd_queue: Duration, rtt_queue: Option<Duration>, slack: Duration) -> Duration {
     const RESOLUTION: Duration = Duration::from_micros(2);
-    rtt_queue.map_or(owd_queue, |r| owd_queue.min(r + RESOLUTION))
+    rtt_queue.map_or(owd_queue, |r| owd_queue.min(r + slack + RESOLUTION))
 }
 
 /// A loss `rate` averaged over reports with one more report's counts, each report weighing
