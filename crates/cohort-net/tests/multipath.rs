@@ -78,9 +78,11 @@ fn two_paths_carry_messages_exactly_once_in_order() {
     assert!(server.peer_addrs().iter().all(|p| p.is_some()), "the listener learned both paths");
 }
 
-/// The listening end sends: it knows a path's peer address only once something arrived on
-/// that path, so the connecting end validates every path at the start (a probe each) whether
-/// or not it has data for it, and the listener's messages travel on both paths.
+/// The listening end sends, one path per super-arm: it knows a path's peer address only once
+/// something arrived on that path, so its first packets on the second path go nowhere and the
+/// path fails. The connector, which has nothing from that path, answers the probes that
+/// follow with an empty report, and the path comes back and carries messages (before, the
+/// probes went unanswered and the path stayed down for the connection's life).
 #[test]
 fn a_listener_sends_on_every_path() {
     let one = MpConfig { super_arm: 1, ..MpConfig::default() };
