@@ -188,6 +188,29 @@ fn handshake_then_lossless_stream_arrives_at_one_way_delay() {
     assert!(s.loss_estimate < 0.05, "the prior fades as evidence of no loss arrives: {}", s.loss_estimate);
 }
 
+/// A message queued behind others waits for the pacer to send them first, and the connection
+/// says how long (a delay target counts it); one sent alone on an idle connection waits
+/// nothing. 8 Mbit/s with a burst of one symbol: about 1.1 ms per 1 KB symbol.
+#[test]
+fn the_send_queue_wait_is_measured() {
+    let cfg = Config { rate_bps: 8_000_000, burst_bytes: 1500, ..Config::default() };
+    let mut p = Pair::new(cfg, clean(5), clean(5), 3);
+    p.drive_for(Duration::from_millis(100));
+    assert_eq!(p.a.state(), &State::Established);
+    assert_eq!(p.a.queue_wait(), None, "nothing sent yet");
+    p.a.send(&message(0, 1000)).unwrap();
+    p.drive_for(Duration::from_millis(50));
+    assert_eq!(p.a.queue_wait(), Some(Duration::ZERO), "alone on an idle connection");
+    for i in 1..=6 {
+        p.a.send(&message(i, 1000)).unwrap();
+    }
+    p.drive_for(Duration::from_millis(100));
+    let wait = p.a.queue_wait().unwrap();
+    assert!(wait >= Duration::from_millis(4), "the sixth waited for five symbols: {wait:?}");
+    assert!(wait <= Duration::from_millis(8), "{wait:?}");
+    assert_exactly_once_in_order(&p, 7, 1000, 3);
+}
+
 #[test]
 fn iid_loss_is_repaired_without_retransmission() {
     for seed in 0..6 {
@@ -474,6 +497,13 @@ fn invalid_config_and_message_sizes_are_errors() {
         Err(ConfigError::SymbolSize(4))
     ));
     assert!(Connection::accept(Config { rate_share: 0.0, ..Config::default() }, Instant::ZERO).is_err());
+    // A pacer whose bucket cannot hold one packet would never send (the connection hung
+    // silently until stop 47).
+    let tight = Config { burst_bytes: 1200, ..Config::default() };
+    assert!(matches!(
+        Connection::connect(tight, 1, Instant::ZERO),
+        Err(ConfigError::Burst { burst: 1200, packet }) if packet > 1200
+    ));
     let mut c = Connection::connect(Config::default(), 1, Instant::ZERO).unwrap();
     assert_eq!(c.send(b""), Err(SendError::Size(0)));
     assert_eq!(c.send(&vec![0u8; stream::MAX_MESSAGE + 1]), Err(SendError::Size(stream::MAX_MESSAGE + 1)));

@@ -2,7 +2,7 @@
 
 use super::pace::{LossEstimator, RttEstimator, TokenBucket};
 use super::rate::{AckSample, RateEstimator};
-use super::stream::{Divider, MAX_MESSAGE, Reassembler};
+use super::stream::{Divider, MAX_MESSAGE, QueueWaits, Reassembler};
 use cohort_coding::gf256::Kernel;
 use cohort_coding::{CoderConfig, Decoder, Encoder, Outcome, RepairInfo};
 use cohort_time::Instant;
@@ -132,6 +132,8 @@ pub enum ConfigError {
     Redundancy { min: f64, max: f64, margin: f64 },
     #[error("rate_bps must be positive")]
     Rate,
+    #[error("burst_bytes {burst} is below one packet on the wire ({packet} bytes): nothing could ever be sent")]
+    Burst { burst: usize, packet: usize },
 }
 
 impl Config {
@@ -153,6 +155,10 @@ impl Config {
         }
         if self.rate_bps == 0 {
             return Err(ConfigError::Rate);
+        }
+        let packet = self.symbol_size + cohort_wire::symbol::HEADER_LEN + transmit::PER_PACKET_OVERHEAD;
+        if self.burst_bytes < packet {
+            return Err(ConfigError::Burst { burst: self.burst_bytes, packet });
         }
         let (min, max, margin) = (self.redundancy_min, self.redundancy_max, self.redundancy_spread);
         if !(0.0..=max).contains(&min)
@@ -386,6 +392,7 @@ pub struct Connection {
     closing: Option<Closing>,
     // Sender.
     divider: Divider,
+    queue_waits: QueueWaits,
     sym: Vec<u8>,
     tx: VecDeque<TxCoder>,
     next_coder: u16,
@@ -454,6 +461,7 @@ impl Connection {
             close_pending: None,
             closing: None,
             divider: Divider::new(cfg.symbol_size),
+            queue_waits: QueueWaits::default(),
             sym: Vec::with_capacity(cfg.symbol_size),
             tx: VecDeque::new(),
             next_coder: 0,
@@ -650,8 +658,15 @@ impl Connection {
             return Err(SendError::WouldBlock);
         }
         self.divider.push(msg.to_vec());
+        self.queue_waits.queued();
         self.stats.messages_sent += 1;
         Ok(())
+    }
+
+    /// How long the last message whose last byte left in a symbol had waited in the send
+    /// queue (see [`QueueWaits`]); `None` before the first.
+    pub fn queue_wait(&self) -> Option<Duration> {
+        self.queue_waits.last()
     }
 
     /// Takes the next message, in order; `Ok(None)` when none is ready yet.
@@ -765,6 +780,7 @@ impl Connection {
     /// Advances timers: idle and handshake timeouts end the connection, and the closing
     /// period ends.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.queue_waits.stamp(now);
         if matches!(self.state, State::Closed(_)) {
             match &mut self.closing {
                 Some(c) if now >= c.until => self.closing = None,
