@@ -9,9 +9,7 @@
 //! never transmitted: symbols travel trimmed and the decoder pads them back. Messages are
 //! 1 byte to [`MAX_MESSAGE`] bytes, so a zero length is unambiguous.
 
-use cohort_time::Instant;
 use std::collections::VecDeque;
-use std::time::Duration;
 
 /// Largest message: 16 MiB.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -88,50 +86,6 @@ impl Divider {
     }
 }
 
-/// How long messages wait in the send queue before their last byte is cut into a symbol:
-/// the sender's part of a message's delay, which a delay target must count (a message that
-/// waited 2 ms here meets 2 ms less of its budget on the paths). `send` takes no time (as in
-/// quinn and smoltcp), so a message is stamped by the first call after it that knows the time
-/// (the driver's next transmit poll or timer); the wait is short by at most that gap.
-#[derive(Debug, Default)]
-pub struct QueueWaits {
-    /// When each queued message was first seen, oldest first (`None`: not yet).
-    at: VecDeque<Option<Instant>>,
-    unstamped: usize,
-    last: Option<Duration>,
-}
-
-impl QueueWaits {
-    /// A message joined the queue.
-    pub fn queued(&mut self) {
-        self.at.push_back(None);
-        self.unstamped += 1;
-    }
-
-    /// The time is `now`: stamps the messages queued since the last call.
-    pub fn stamp(&mut self, now: Instant) {
-        for s in self.at.iter_mut().rev().take(self.unstamped) {
-            *s = Some(now);
-        }
-        self.unstamped = 0;
-    }
-
-    /// `done` messages (the oldest) were cut whole by `now`.
-    pub fn cut(&mut self, now: Instant, done: usize) {
-        for _ in 0..done {
-            if let Some(s) = self.at.pop_front() {
-                self.last = Some(now.saturating_duration_since(s.unwrap_or(now)));
-            }
-        }
-        self.unstamped = self.unstamped.min(self.at.len());
-    }
-
-    /// How long the last message cut whole had waited.
-    pub fn last(&self) -> Option<Duration> {
-        self.last
-    }
-}
-
 /// A symbol stream that cannot come from a correct sender.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum StreamError {
@@ -194,31 +148,6 @@ impl Reassembler {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    /// Messages are stamped by the first call that knows the time after they were queued,
-    /// and the wait is taken when the last of a message's bytes is cut.
-    #[test]
-    fn queue_waits_stamp_late_and_measure_at_the_last_byte() {
-        let t = |ms: u64| Instant::ZERO + Duration::from_millis(ms);
-        let mut w = QueueWaits::default();
-        assert_eq!(w.last(), None);
-        w.queued();
-        w.queued();
-        w.stamp(t(10));
-        w.queued();
-        w.cut(t(12), 0);
-        assert_eq!(w.last(), None, "nothing cut whole yet");
-        w.stamp(t(15));
-        w.cut(t(16), 2);
-        assert_eq!(w.last(), Some(Duration::from_millis(6)), "the second of the first two");
-        w.cut(t(20), 1);
-        assert_eq!(w.last(), Some(Duration::from_millis(5)), "stamped at 15");
-        w.queued();
-        w.cut(t(21), 1);
-        assert_eq!(w.last(), Some(Duration::ZERO), "cut before any call stamped it: no wait known");
-        w.cut(t(22), 3);
-        assert_eq!(w.last(), Some(Duration::ZERO), "cutting more than is queued changes nothing");
-    }
 
     fn run(symbol_size: usize, msgs: &[Vec<u8>], flush_every: usize) -> (Vec<Vec<u8>>, usize) {
         let mut d = Divider::new(symbol_size);

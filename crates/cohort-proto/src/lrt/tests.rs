@@ -188,29 +188,6 @@ fn handshake_then_lossless_stream_arrives_at_one_way_delay() {
     assert!(s.loss_estimate < 0.05, "the prior fades as evidence of no loss arrives: {}", s.loss_estimate);
 }
 
-/// A message queued behind others waits for the pacer to send them first, and the connection
-/// says how long (a delay target counts it); one sent alone on an idle connection waits
-/// nothing. 8 Mbit/s with a burst of one symbol: about 1.1 ms per 1 KB symbol.
-#[test]
-fn the_send_queue_wait_is_measured() {
-    let cfg = Config { rate_bps: 8_000_000, burst_bytes: 1500, ..Config::default() };
-    let mut p = Pair::new(cfg, clean(5), clean(5), 3);
-    p.drive_for(Duration::from_millis(100));
-    assert_eq!(p.a.state(), &State::Established);
-    assert_eq!(p.a.queue_wait(), None, "nothing sent yet");
-    p.a.send(&message(0, 1000)).unwrap();
-    p.drive_for(Duration::from_millis(50));
-    assert_eq!(p.a.queue_wait(), Some(Duration::ZERO), "alone on an idle connection");
-    for i in 1..=6 {
-        p.a.send(&message(i, 1000)).unwrap();
-    }
-    p.drive_for(Duration::from_millis(100));
-    let wait = p.a.queue_wait().unwrap();
-    assert!(wait >= Duration::from_millis(4), "the sixth waited for five symbols: {wait:?}");
-    assert!(wait <= Duration::from_millis(8), "{wait:?}");
-    assert_exactly_once_in_order(&p, 7, 1000, 3);
-}
-
 #[test]
 fn iid_loss_is_repaired_without_retransmission() {
     for seed in 0..6 {

@@ -382,8 +382,7 @@ impl MpConnection {
                 // Slow start's overshoot is a transient the set point cannot steer: the
                 // tracker learns the delays of windows under Algorithm 3's law.
                 if newly > 0 && !self.tx[p].slow_start && matches!(growth, Growth::DelayTarget { .. }) {
-                    let q = self.in_order_delay(now) + self.conn.queue_wait().unwrap_or_default();
-                    self.bound.sample(q);
+                    self.bound.sample(self.in_order_delay(now));
                 }
                 self.signaled[p] = false;
                 if !was_up {

@@ -266,9 +266,8 @@ impl PathTx {
         let alpha = match growth {
             Growth::DelayTarget { tau, set } => {
                 let (tau, set, q) = (tau.as_secs_f64().max(1e-6), set.as_secs_f64(), self.queueing.as_secs_f64());
-                if self.slow_start && q > set / 2.0 {
+                if q > set / 2.0 {
                     self.slow_start = false;
-                    self.leave_slow_start(set / 2.0);
                 }
                 ((set - q) / tau).clamp(-1.0, 1.0)
             }
@@ -292,24 +291,6 @@ impl PathTx {
             }
         }
         (newly, newly_lost)
-    }
-
-    /// Slow start ends at a queue of half the set point, seen a round trip late: by then the
-    /// window has doubled again and would drive the queue far past the set point, which
-    /// Algorithm 3's additive law (`((s − q)/τ)/w` per packet, a few hundredths of a packet
-    /// per round trip) takes seconds to drain. So the window drops at once to what keeps a
-    /// queue of `queue_s` at the path's rate: `(min RTT + queue_s)/γ`, `γ` the service time
-    /// per packet (as BBR leaves its start-up at the delivery rate times the round trip,
-    /// Cardwell et al., "BBR: Congestion-Based Congestion Control", 2016). Without a rate yet
-    /// (fewer than 8 service-time samples and no rate hint) the window stays.
-    fn leave_slow_start(&mut self, queue_s: f64) {
-        let Some(min_rtt) = self.min_rtt else { return };
-        if self.gamma.len() < 8 && self.rate_hint_bps.is_none() {
-            return;
-        }
-        let gamma = self.delay_model(min_rtt).gamma;
-        let target = (min_rtt.as_secs_f64() + queue_s) / gamma.max(1e-9);
-        self.cwnd = self.cwnd.min(target).max(2.0);
     }
 
     /// The raw one-way delay of the path's fastest packet (the receiver's clock less the
@@ -427,9 +408,8 @@ impl PathTx {
 }
 
 /// A path's queueing delay `q_i` from one report: the packet's one-way delay above the
-/// path's smallest (`owd_queue`; the clocks' offset cancels), unless that exceeds what the
-/// round trip above the smallest round trip (`rtt_queue`, when the report's packet was
-/// timed) allows, and then the round trip's.
+/// path's smallest (`owd_queue`; the clocks' offset cancels), but no more than its round trip
+/// above the smallest round trip (`rtt_queue`, when the report's packet was timed).
 ///
 /// The one-way measure sees only the forward queue, as LD-MPSP asks (seed 001 §5), but it
 /// takes the two clocks to tick at one rate. They do not: crystals differ by tens of ppm,
@@ -447,17 +427,9 @@ impl PathTx {
 /// it does not bind, and the one-way measure is the one used. (A first version bound at the
 /// round trip's queue alone: in the simulator it trimmed samples by 18 µs at the median, and
 /// on the testbed two of three handoff runs carried 16.3 Mbit/s against 19.7-20.2 before.)
-/// Past the bound the one-way measure is wrong, not noisy, and the round trip's queue itself
-/// is taken: stop 46's version took the bound (`min`), which read every drifting sample
-/// `4·rttvar` high; on a 4 + 2 Mbit/s pair, where a packet takes 3-6 ms to serialise and the
-/// deviation is milliseconds, that starved the slower path once the delay target also
-/// counted the send queue (goodput 4.31 Mbit/s against 5.17 without drift; 5.13 now).
 fn queueing_delay(owd_queue: Duration, rtt_queue: Option<Duration>, slack: Duration) -> Duration {
     const RESOLUTION: Duration = Duration::from_micros(2);
-    match rtt_queue {
-        Some(r) if owd_queue > r + slack + RESOLUTION => r,
-        _ => owd_queue,
-    }
+    rtt_queue.map_or(owd_queue, |r| owd_queue.min(r + slack + RESOLUTION))
 }
 
 /// A loss `rate` averaged over reports with one more report's counts, each report weighing

@@ -2,7 +2,7 @@
 
 use super::pace::{LossEstimator, RttEstimator, TokenBucket};
 use super::rate::{AckSample, RateEstimator};
-use super::stream::{Divider, MAX_MESSAGE, QueueWaits, Reassembler};
+use super::stream::{Divider, MAX_MESSAGE, Reassembler};
 use cohort_coding::gf256::Kernel;
 use cohort_coding::{CoderConfig, Decoder, Encoder, Outcome, RepairInfo};
 use cohort_time::Instant;
@@ -156,6 +156,7 @@ impl Config {
         if self.rate_bps == 0 {
             return Err(ConfigError::Rate);
         }
+        // The pacer's bucket must hold the largest packet, or the connection never sends.
         let packet = self.symbol_size + cohort_wire::symbol::HEADER_LEN + transmit::PER_PACKET_OVERHEAD;
         if self.burst_bytes < packet {
             return Err(ConfigError::Burst { burst: self.burst_bytes, packet });
@@ -392,7 +393,6 @@ pub struct Connection {
     closing: Option<Closing>,
     // Sender.
     divider: Divider,
-    queue_waits: QueueWaits,
     sym: Vec<u8>,
     tx: VecDeque<TxCoder>,
     next_coder: u16,
@@ -461,7 +461,6 @@ impl Connection {
             close_pending: None,
             closing: None,
             divider: Divider::new(cfg.symbol_size),
-            queue_waits: QueueWaits::default(),
             sym: Vec::with_capacity(cfg.symbol_size),
             tx: VecDeque::new(),
             next_coder: 0,
@@ -658,15 +657,8 @@ impl Connection {
             return Err(SendError::WouldBlock);
         }
         self.divider.push(msg.to_vec());
-        self.queue_waits.queued();
         self.stats.messages_sent += 1;
         Ok(())
-    }
-
-    /// How long the last message whose last byte left in a symbol had waited in the send
-    /// queue (see [`QueueWaits`]); `None` before the first.
-    pub fn queue_wait(&self) -> Option<Duration> {
-        self.queue_waits.last()
     }
 
     /// Takes the next message, in order; `Ok(None)` when none is ready yet.
@@ -780,7 +772,6 @@ impl Connection {
     /// Advances timers: idle and handshake timeouts end the connection, and the closing
     /// period ends.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.queue_waits.stamp(now);
         if matches!(self.state, State::Closed(_)) {
             match &mut self.closing {
                 Some(c) if now >= c.until => self.closing = None,

@@ -29,7 +29,6 @@ impl Connection {
     /// Writes the next packet into `buf` and returns its length. `pn` is the frame packet
     /// number the driver will seal it with (needed to match acknowledgements).
     pub fn poll_transmit(&mut self, now: Instant, pn: u64, buf: &mut [u8]) -> Option<usize> {
-        self.queue_waits.stamp(now);
         let (len, data) = self.next_packet(now, buf)?;
         self.last_tx = now;
         self.stats.packets_sent += 1;
@@ -182,9 +181,7 @@ impl Connection {
                 self.open_coder(now);
             }
             let r = self.redundancy();
-            let queued = self.divider.queued_messages();
             self.divider.next_symbol(&mut self.sym);
-            self.queue_waits.cut(now, queued - self.divider.queued_messages());
             let c = self.tx.back_mut()?;
             c.enc.add_buffers(&mut self.buffers, 1);
             let index = c.enc.push(&self.sym).ok()?;
