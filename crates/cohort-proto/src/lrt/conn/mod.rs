@@ -157,7 +157,7 @@ impl Config {
             return Err(ConfigError::Rate);
         }
         // The pacer's bucket must hold the largest packet, or the connection never sends.
-        let packet = self.symbol_size + cohort_wire::symbol::HEADER_LEN + transmit::PER_PACKET_OVERHEAD;
+        let packet = self.symbol_wire_len();
         if self.burst_bytes < packet {
             return Err(ConfigError::Burst { burst: self.burst_bytes, packet });
         }
@@ -170,6 +170,16 @@ impl Config {
             return Err(ConfigError::Redundancy { min, max, margin });
         }
         Ok(())
+    }
+
+    /// The largest packet a connection sends (a symbol with its header).
+    fn max_packet_len(&self) -> usize {
+        self.symbol_size + cohort_wire::symbol::HEADER_LEN
+    }
+
+    /// Tokens a symbol packet needs: the largest packet, with the driver's framing.
+    fn symbol_wire_len(&self) -> usize {
+        self.max_packet_len() + transmit::PER_PACKET_OVERHEAD
     }
 
     fn coder_config(&self) -> CoderConfig {

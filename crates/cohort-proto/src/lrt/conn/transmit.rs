@@ -18,12 +18,12 @@ enum RepairWhy {
 impl Connection {
     /// Largest LRT packet this connection emits; `poll_transmit` needs a buffer this long.
     pub fn max_packet_len(&self) -> usize {
-        self.cfg.symbol_size + cohort_wire::symbol::HEADER_LEN
+        self.cfg.max_packet_len()
     }
 
     /// Tokens a symbol packet needs: the largest one, with the driver's framing.
     pub(super) fn symbol_wire_len(&self) -> usize {
-        self.max_packet_len() + PER_PACKET_OVERHEAD
+        self.cfg.symbol_wire_len()
     }
 
     /// Writes the next packet into `buf` and returns its length. `pn` is the frame packet
