@@ -36,6 +36,8 @@ pub struct PathTx {
     pub delivered: u64,
     pub lost: u64,
     last_received: Option<u32>,
+    /// Set by [`PathTx::fail`]: the next report only re-synchronises `last_received`.
+    resync: bool,
     /// Highest sequence the receiver reported.
     highest: Option<u32>,
     pub srtt: Option<Duration>,
@@ -87,6 +89,7 @@ impl PathTx {
             delivered: 0,
             lost: 0,
             last_received: None,
+            resync: false,
             highest: None,
             srtt: None,
             rttvar: Duration::ZERO,
@@ -196,13 +199,17 @@ impl PathTx {
     pub fn on_report(&mut self, now: Instant, r: &PathAck, growth: Growth) -> (u64, u64) {
         self.last_report = Some(now);
         self.up = true;
+        // The first report after a failure counts packets from before it, already counted
+        // lost, and its delay is theirs: it only sets where the count stands.
+        let resync = std::mem::take(&mut self.resync);
+        if !resync && self.last_received.is_some_and(|p| r.received.wrapping_sub(p) > u32::MAX / 2) {
+            return (0, 0); // an older report, overtaken
+        }
         let newly = match self.last_received {
+            _ if resync => 0,
             Some(prev) => u64::from(r.received.wrapping_sub(prev)),
             None => u64::from(r.received),
         };
-        if self.last_received.is_some_and(|p| r.received.wrapping_sub(p) > u32::MAX / 2) {
-            return (0, 0); // an older report, overtaken
-        }
         self.last_received = Some(r.received);
         // The window grows only while it limits the sender (RFC 7661): a path carrying a few
         // acknowledgements must not earn a window it never used.
@@ -266,7 +273,7 @@ impl PathTx {
         let alpha = match growth {
             Growth::DelayTarget { tau, set } => {
                 let (tau, set, q) = (tau.as_secs_f64().max(1e-6), set.as_secs_f64(), self.queueing.as_secs_f64());
-                if q > set / 2.0 {
+                if newly > 0 && q > set / 2.0 {
                     self.slow_start = false;
                 }
                 ((set - q) / tau).clamp(-1.0, 1.0)
@@ -394,7 +401,12 @@ impl PathTx {
     }
 
     /// The path went silent: what is in flight is lost, the window starts again (in slow
-    /// start) and the service-time samples, which span the silence, are dropped.
+    /// start) and the service-time samples, which span the silence, are dropped. So is the
+    /// queueing delay last measured: whatever queue there was drained or was dropped with
+    /// the link, and a path that comes back must not leave slow start, or shrink, on a queue
+    /// it had before it went silent (the answer to the probe that finds it back carries no
+    /// new delay; until stop 48 the old reading ended slow start at once and the path came
+    /// back at one packet more per round trip).
     pub fn fail(&mut self, initial_cwnd: f64) {
         self.up = false;
         self.lost += self.sent.len() as u64;
@@ -404,6 +416,9 @@ impl PathTx {
         self.slow_start = true;
         self.gamma.clear();
         self.last_arrival = None;
+        self.queueing = Duration::ZERO;
+        self.queueing_before = Duration::ZERO;
+        self.resync = true;
     }
 }
 
