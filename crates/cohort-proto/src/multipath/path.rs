@@ -36,7 +36,8 @@ pub struct PathTx {
     pub delivered: u64,
     pub lost: u64,
     last_received: Option<u32>,
-    /// Set by [`PathTx::fail`]: the next report only re-synchronises `last_received`.
+    /// Set by [`PathTx::fail`]: the next report re-synchronises `last_received`, and counts
+    /// as new only packets sent since.
     resync: bool,
     /// Highest sequence the receiver reported.
     highest: Option<u32>,
@@ -200,15 +201,21 @@ impl PathTx {
         self.last_report = Some(now);
         self.up = true;
         // The first report after a failure counts packets from before it, already counted
-        // lost, and its delay is theirs: it only sets where the count stands.
+        // lost with it (and its delay is theirs when its highest is one of them): of what it
+        // counts, only packets still in flight up to its highest can be new.
         let resync = std::mem::take(&mut self.resync);
         if !resync && self.last_received.is_some_and(|p| r.received.wrapping_sub(p) > u32::MAX / 2) {
             return (0, 0); // an older report, overtaken
         }
-        let newly = match self.last_received {
-            _ if resync => 0,
+        let counted = match self.last_received {
             Some(prev) => u64::from(r.received.wrapping_sub(prev)),
             None => u64::from(r.received),
+        };
+        let newly = if resync {
+            let through = self.sent.iter().take_while(|&&(s, _)| s == r.highest || seq_before(s, r.highest)).count();
+            counted.min(through as u64)
+        } else {
+            counted
         };
         self.last_received = Some(r.received);
         // The window grows only while it limits the sender (RFC 7661): a path carrying a few
@@ -312,12 +319,11 @@ impl PathTx {
     /// the rest, those sent before the probe of `mark` a report answers: the probe overtook
     /// nothing, so they are lost. Returns how many of each.
     fn out_of_flight(&mut self, highest: Option<u32>, mark: u32) -> (u64, u64) {
-        let before = |s: u32, bound: u32| bound.wrapping_sub(s).wrapping_sub(1) < u32::MAX / 2;
         let (mut out, mut out_by_mark) = (0u64, 0u64);
         while let Some(&(s, _)) = self.sent.front() {
-            if highest.is_some_and(|h| s == h || before(s, h)) {
+            if highest.is_some_and(|h| s == h || seq_before(s, h)) {
                 out += 1;
-            } else if mark != super::wire::NO_MARK && before(s, mark) {
+            } else if mark != super::wire::NO_MARK && seq_before(s, mark) {
                 out_by_mark += 1;
             } else {
                 break;
@@ -420,6 +426,11 @@ impl PathTx {
         self.queueing_before = Duration::ZERO;
         self.resync = true;
     }
+}
+
+/// Whether path sequence number `s` comes before `bound` (wrapping).
+fn seq_before(s: u32, bound: u32) -> bool {
+    bound.wrapping_sub(s).wrapping_sub(1) < u32::MAX / 2
 }
 
 /// A path's queueing delay `q_i` from one report: the packet's one-way delay above the

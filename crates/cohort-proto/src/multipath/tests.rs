@@ -98,8 +98,8 @@ fn a_probe_of_a_silent_path_gets_an_empty_answer() {
 }
 
 /// A path that fails and comes back starts afresh: the first report after the failure counts
-/// packets from before it (already counted lost) and carries their one-way delay, so it only
-/// re-synchronises the count; the path leaves slow start on a queue measured after its
+/// packets from before it (already counted lost) and carries their one-way delay, so of what
+/// it counts only packets sent since the failure are new; the path leaves slow start on a queue measured after its
 /// return, not on the one it had before (until stop 48 it did, and a returning 20 Mbit/s
 /// path took 700 ms to regain its window at one packet per round trip).
 #[test]
@@ -143,4 +143,15 @@ fn a_path_that_comes_back_starts_afresh() {
     }
     p.on_report(back + ms(25), &ack(31, 35, 10, 830), growth);
     assert_eq!((p.delivered - delivered, p.cwnd, p.slow_start), (6, 16.0, true));
+    // Every path down, the connection keeps sending on this one: two packets arrive unreported
+    // before the failure, three leave after it, and the first report counts all five.
+    p.on_send(back + ms(30), 1200, false);
+    p.on_send(back + ms(31), 1200, false);
+    p.fail(10.0);
+    let (delivered, lost) = (p.delivered, p.lost);
+    for i in 0..3 {
+        p.on_send(back + ms(300 + i), 1200, false);
+    }
+    assert_eq!(p.on_report(back + ms(325), &ack(36, 40, 10, 1130), growth), (3, 0));
+    assert_eq!((p.delivered - delivered, p.lost - lost, p.in_flight()), (3, 0, 0));
 }
