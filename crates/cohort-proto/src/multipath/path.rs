@@ -72,6 +72,9 @@ pub struct PathTx {
     /// Slow start: +1 per acknowledged packet until the first loss or until the queue passes
     /// half the delay target.
     pub slow_start: bool,
+    /// Where slow start ends at the latest (`ssthresh`): unbounded at first; after a failure
+    /// the window the path had before it (see [`PathTx::fail`]).
+    slow_start_cap: f64,
     pub sent_total: u64,
     pub bytes_sent: u64,
     pub clones_sent: u64,
@@ -108,6 +111,7 @@ impl PathTx {
             last_report: None,
             last_halving: None,
             slow_start: true,
+            slow_start_cap: f64::INFINITY,
             sent_total: 0,
             bytes_sent: 0,
             clones_sent: 0,
@@ -292,6 +296,9 @@ impl PathTx {
             if window_limited || step < 0.0 {
                 self.cwnd = (self.cwnd + step).max(2.0);
             }
+            if self.cwnd >= self.slow_start_cap {
+                self.slow_start = false;
+            }
         }
         // Loss: Algorithm 3 halves the window, once per round trip. Reno windows (the
         // baselines) halve on every loss event, as MPTCP's subflows do; LD-MPSP's halve only
@@ -413,11 +420,23 @@ impl PathTx {
     /// it had before it went silent (the answer to the probe that finds it back carries no
     /// new delay; until stop 48 the old reading ended slow start at once and the path came
     /// back at one packet more per round trip).
+    ///
+    /// The window restarts where a TCP sender restarts after an idle period (RFC 5681 §4.1):
+    /// at the initial window or the window before, whichever is smaller; and slow start ends
+    /// at the latest at the window before, as a TCP sender's slow start after a timeout ends
+    /// at `ssthresh` (§3.1; TCP halves it there, a timeout being taken for congestion, but a
+    /// silent radio is an outage, not congestion). Beyond it the queue decides, under
+    /// Algorithm 3's law. With the initial window and no cap, a slow path coming and going
+    /// with the allocation (the beams bench's drives, a few Mbit/s) came back queueing ten
+    /// packets and grew until a report showed the queue.
     pub fn fail(&mut self, initial_cwnd: f64) {
         self.up = false;
         self.lost += self.sent.len() as u64;
         self.sent.clear();
-        self.cwnd = initial_cwnd;
+        // A failure before slow start reached its cap keeps the cap: the window had not yet
+        // been measured against the path.
+        self.slow_start_cap = if self.slow_start { self.slow_start_cap.max(self.cwnd) } else { self.cwnd };
+        self.cwnd = initial_cwnd.min(self.slow_start_cap).max(2.0);
         self.last_halving = None;
         self.slow_start = true;
         self.gamma.clear();
