@@ -155,3 +155,34 @@ fn a_path_that_comes_back_starts_afresh() {
     assert_eq!(p.on_report(back + ms(325), &ack(36, 40, 10, 1130), growth), (3, 0));
     assert_eq!((p.delivered - delivered, p.lost - lost, p.in_flight()), (3, 0, 0));
 }
+
+/// A path that comes back restarts at the smaller of the initial window and its window before
+/// the failure (RFC 5681's restart window) and leaves slow start once it is back there; a
+/// slow path (a window of four) must not come back queueing the initial ten.
+#[test]
+fn a_returning_path_restarts_at_its_old_window() {
+    let ms = Duration::from_millis;
+    let growth = path::Growth::DelayTarget { tau: ms(20), set: ms(20) };
+    let mut p = PathTx::new(10.0);
+    p.cwnd = 4.0;
+    p.slow_start = false;
+    p.fail(10.0);
+    assert_eq!((p.cwnd, p.slow_start), (4.0, true));
+    for i in 0..4 {
+        p.on_send(Instant::ZERO + ms(i), 1200, false);
+    }
+    let ack = wire::PathAck {
+        path: 0,
+        received: 4,
+        highest: 3,
+        highest_sent_us: 0,
+        held_us: 0,
+        owd_raw_us: 10_000,
+        arrival_us: 13_000,
+        probe_mark: wire::NO_MARK,
+    };
+    assert_eq!(p.on_report(Instant::ZERO + ms(23), &ack, growth), (4, 0));
+    // One step of slow start reaches the old window; Algorithm 3 (an empty queue: +1/w) after.
+    assert!(!p.slow_start, "{p:?}");
+    assert!(p.cwnd > 5.0 && p.cwnd < 6.0, "{}", p.cwnd);
+}
