@@ -97,16 +97,10 @@ fn a_probe_of_a_silent_path_gets_an_empty_answer() {
     assert_eq!((p.lost, tx.tx[1].in_flight()), (5, 2), "lost with the failure; still in flight");
 }
 
-/// A path that fails and comes back starts afresh: the first report after the failure counts
-/// packets from before it (already counted lost) and carries their one-way delay, so of what
-/// it counts only packets sent since the failure are new; the path leaves slow start on a queue measured after its
-/// return, not on the one it had before (until stop 48 it did, and a returning 20 Mbit/s
-/// path took 700 ms to regain its window at one packet per round trip).
-#[test]
-fn a_path_that_comes_back_starts_afresh() {
-    let ms = Duration::from_millis;
-    let growth = path::Growth::DelayTarget { tau: ms(20), set: ms(20) };
-    let ack = |received: u32, highest: u32, owd_ms: u32, arrival_ms: u32| wire::PathAck {
+/// A report on path 0 answering no probe: `received` in all, the `highest` sequence, the
+/// one-way delay and the arrival time in ms.
+fn path_ack(received: u32, highest: u32, owd_ms: u32, arrival_ms: u32) -> wire::PathAck {
+    wire::PathAck {
         path: 0,
         received,
         highest,
@@ -115,7 +109,18 @@ fn a_path_that_comes_back_starts_afresh() {
         owd_raw_us: owd_ms * 1000,
         arrival_us: arrival_ms * 1000,
         probe_mark: wire::NO_MARK,
-    };
+    }
+}
+
+/// A path that fails and comes back starts afresh: the first report after the failure counts
+/// packets from before it (already counted lost) and carries their one-way delay, so of what
+/// it counts only packets sent since the failure are new; the path leaves slow start on a
+/// queue measured after its return, not on the one it had before (until stop 48 it did, and
+/// a returning 20 Mbit/s path took 700 ms to regain its window at one packet per round trip).
+#[test]
+fn a_path_that_comes_back_starts_afresh() {
+    let ms = Duration::from_millis;
+    let growth = path::Growth::DelayTarget { tau: ms(20), set: ms(20) };
     let mut p = PathTx::new(10.0);
     // 20 packets; the last ten meet a growing queue of up to 15 ms.
     for i in 0..20u32 {
@@ -123,7 +128,7 @@ fn a_path_that_comes_back_starts_afresh() {
     }
     for i in 0..20u32 {
         let q = i.saturating_sub(10) * 3 / 2;
-        p.on_report(Instant::ZERO + ms(u64::from(20 + 2 * i + q)), &ack(i + 1, i, 10 + q, 10 + i + q), growth);
+        p.on_report(Instant::ZERO + ms(u64::from(20 + 2 * i + q)), &path_ack(i + 1, i, 10 + q, 10 + i + q), growth);
     }
     assert!(!p.slow_start && p.queueing >= ms(10), "the queue ended slow start: {p:?}");
     // Ten more leave; five arrive but their reports are lost with the link; the path fails.
@@ -134,14 +139,14 @@ fn a_path_that_comes_back_starts_afresh() {
     let (delivered, lost) = (p.delivered, p.lost);
     // The answer to the probe that finds it back counts those five, with their old delay.
     let back = Instant::ZERO + ms(900);
-    assert_eq!(p.on_report(back, &ack(25, 24, 25, 95), growth), (0, 0));
+    assert_eq!(p.on_report(back, &path_ack(25, 24, 25, 95), growth), (0, 0));
     assert!(p.up && p.slow_start, "back, and in slow start: {p:?}");
     assert_eq!((p.delivered, p.lost, p.queueing, p.cwnd), (delivered, lost, Duration::ZERO, 10.0));
     // Fresh packets on an empty queue: slow start grows the window by one per packet.
     for i in 0..6u32 {
         p.on_send(back + ms(u64::from(i)), 1200, false);
     }
-    p.on_report(back + ms(25), &ack(31, 35, 10, 830), growth);
+    p.on_report(back + ms(25), &path_ack(31, 35, 10, 830), growth);
     assert_eq!((p.delivered - delivered, p.cwnd, p.slow_start), (6, 16.0, true));
     // Every path down, the connection keeps sending on this one: two packets arrive unreported
     // before the failure, three leave after it, and the first report counts all five.
@@ -152,7 +157,7 @@ fn a_path_that_comes_back_starts_afresh() {
     for i in 0..3 {
         p.on_send(back + ms(300 + i), 1200, false);
     }
-    assert_eq!(p.on_report(back + ms(325), &ack(36, 40, 10, 1130), growth), (3, 0));
+    assert_eq!(p.on_report(back + ms(325), &path_ack(36, 40, 10, 1130), growth), (3, 0));
     assert_eq!((p.delivered - delivered, p.lost - lost, p.in_flight()), (3, 0, 0));
 }
 
@@ -171,17 +176,7 @@ fn a_returning_path_restarts_at_its_old_window() {
     for i in 0..4 {
         p.on_send(Instant::ZERO + ms(i), 1200, false);
     }
-    let ack = wire::PathAck {
-        path: 0,
-        received: 4,
-        highest: 3,
-        highest_sent_us: 0,
-        held_us: 0,
-        owd_raw_us: 10_000,
-        arrival_us: 13_000,
-        probe_mark: wire::NO_MARK,
-    };
-    assert_eq!(p.on_report(Instant::ZERO + ms(23), &ack, growth), (4, 0));
+    assert_eq!(p.on_report(Instant::ZERO + ms(23), &path_ack(4, 3, 10, 13), growth), (4, 0));
     // One step of slow start reaches the old window; Algorithm 3 (an empty queue: +1/w) after.
     assert!(!p.slow_start, "{p:?}");
     assert!(p.cwnd > 5.0 && p.cwnd < 6.0, "{}", p.cwnd);
