@@ -216,7 +216,7 @@ impl PathTx {
             None => u64::from(r.received),
         };
         let newly = if resync {
-            let through = self.sent.iter().take_while(|&&(s, _)| s == r.highest || seq_before(s, r.highest)).count();
+            let through = self.sent.iter().take_while(|&&(s, _)| seq_through(s, r.highest)).count();
             counted.min(through as u64)
         } else {
             counted
@@ -328,7 +328,7 @@ impl PathTx {
     fn out_of_flight(&mut self, highest: Option<u32>, mark: u32) -> (u64, u64) {
         let (mut out, mut out_by_mark) = (0u64, 0u64);
         while let Some(&(s, _)) = self.sent.front() {
-            if highest.is_some_and(|h| s == h || seq_before(s, h)) {
+            if highest.is_some_and(|h| seq_through(s, h)) {
                 out += 1;
             } else if mark != super::wire::NO_MARK && seq_before(s, mark) {
                 out_by_mark += 1;
@@ -450,6 +450,11 @@ impl PathTx {
 /// Whether path sequence number `s` comes before `bound` (wrapping).
 fn seq_before(s: u32, bound: u32) -> bool {
     bound.wrapping_sub(s).wrapping_sub(1) < u32::MAX / 2
+}
+
+/// Whether path sequence number `s` is `bound` or comes before it (wrapping).
+fn seq_through(s: u32, bound: u32) -> bool {
+    s == bound || seq_before(s, bound)
 }
 
 /// A path's queueing delay `q_i` from one report: the packet's one-way delay above the
