@@ -39,6 +39,9 @@ pub struct PathTx {
     /// Set by [`PathTx::fail`]: the next report re-synchronises `last_received`, and counts
     /// as new only packets sent since.
     resync: bool,
+    /// Set by [`PathTx::fail`]: the path may come back on another route, and its first
+    /// flight measures the delays afresh (see [`Relearn`]).
+    relearn: Option<Relearn>,
     /// Highest sequence the receiver reported.
     highest: Option<u32>,
     pub srtt: Option<Duration>,
@@ -94,6 +97,7 @@ impl PathTx {
             lost: 0,
             last_received: None,
             resync: false,
+            relearn: None,
             highest: None,
             srtt: None,
             rttvar: Duration::ZERO,
@@ -230,8 +234,13 @@ impl PathTx {
         }
         // Round trip of the highest packet, less the receiver's hold.
         let mut rtt_queue = None;
+        let first = *self.owd_first.get_or_insert(r.owd_raw_us);
+        let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
         if let Some(&(_, at)) = self.sent.iter().find(|(s, _)| *s == r.highest) {
             let rtt = now.saturating_duration_since(at).saturating_sub(Duration::from_micros(u64::from(r.held_us)));
+            if newly > 0 {
+                self.relearn_bases(now, r.highest, at, rel, rtt);
+            }
             let min_rtt = *self.min_rtt.insert(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
             rtt_queue = Some(rtt - min_rtt);
             // RFC 6298 §2: RTTVAR ← ¾·RTTVAR + ¼·|SRTT − R|, SRTT ← ⅞·SRTT + ⅛·R.
@@ -243,8 +252,6 @@ impl PathTx {
         }
         // A report with nothing new (the answer to a probe) says nothing of delay or rate.
         if newly > 0 {
-            let first = *self.owd_first.get_or_insert(r.owd_raw_us);
-            let rel = i64::from(r.owd_raw_us.wrapping_sub(first) as i32);
             self.owd_base_rel = self.owd_base_rel.min(rel);
             self.queueing_before = self.queueing;
             let owd_queue = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
@@ -312,6 +319,45 @@ impl PathTx {
             }
         }
         (newly, newly_lost)
+    }
+
+    /// While a returning path's first flight reports (see [`Relearn`]): a report on packet
+    /// `seq`, sent at `sent_at`, measured the relative one-way delay `rel` (µs) and the round
+    /// trip `rtt`. Moves the bases up to what the new route allows, if it is longer.
+    fn relearn_bases(&mut self, now: Instant, seq: u32, sent_at: Instant, rel: i64, rtt: Duration) {
+        let Some(l) = self.relearn.as_mut() else { return };
+        if seq_before(seq, l.from_seq) {
+            return; // sent before the failure: its delays are the old route's
+        }
+        if l.first_report.is_some_and(|t| sent_at > t) {
+            self.relearn = None; // the first flight is over; the bases only fall from here
+            return;
+        }
+        l.first_report.get_or_insert(now);
+        // Packets sent since the failure before this one may have queued ahead of it, each for
+        // at most a service time: take that much off, so the new bases are never above the
+        // route's own delays (an error that way would let the queue grow by as much).
+        let ahead = Duration::from_secs_f64(f64::from(seq.wrapping_sub(l.from_seq)) * l.gamma);
+        let owd = rel.saturating_sub(i64::try_from(ahead.as_micros()).unwrap_or(i64::MAX));
+        l.owd_rel = l.owd_rel.min(owd);
+        let rtt = rtt.saturating_sub(ahead);
+        l.rtt = Some(l.rtt.map_or(rtt, |m| m.min(rtt)));
+        // A route no longer than the old one (within the noise of a millisecond) keeps the old
+        // bases, which rest on more samples.
+        let tolerance = i64::try_from(Relearn::TOLERANCE.as_micros()).unwrap_or(i64::MAX);
+        self.owd_base_rel = if l.owd_rel > l.old_owd_rel.saturating_add(tolerance) { l.owd_rel } else { l.old_owd_rel };
+        self.min_rtt = match (l.old_rtt, l.rtt) {
+            (Some(old), Some(new)) if new > old + Relearn::TOLERANCE => {
+                // The window from before carried the path's rate over the old round trip;
+                // the same rate over the longer one takes it in proportion.
+                self.slow_start_cap = l.cap * new.as_secs_f64() / old.as_secs_f64().max(1e-6);
+                Some(new)
+            }
+            (old, _) => {
+                self.slow_start_cap = l.cap;
+                old
+            }
+        };
     }
 
     /// The raw one-way delay of the path's fastest packet (the receiver's clock less the
@@ -439,12 +485,60 @@ impl PathTx {
         self.cwnd = initial_cwnd.min(self.slow_start_cap).max(2.0);
         self.last_halving = None;
         self.slow_start = true;
-        self.gamma.clear();
-        self.last_arrival = None;
         self.queueing = Duration::ZERO;
         self.queueing_before = Duration::ZERO;
         self.resync = true;
+        let gamma = self.gamma.iter().copied().fold(f64::INFINITY, f64::min);
+        self.relearn = self.owd_first.map(|_| Relearn {
+            from_seq: self.next_seq,
+            gamma: if gamma.is_finite() { gamma } else { 0.0 },
+            first_report: None,
+            owd_rel: i64::MAX,
+            rtt: None,
+            old_owd_rel: self.owd_base_rel,
+            old_rtt: self.min_rtt,
+            cap: self.slow_start_cap,
+        });
+        self.gamma.clear();
+        self.last_arrival = None;
     }
+}
+
+/// A path that failed may come back on another route: a radio that handed over to an access
+/// point farther away, or whose traffic now crosses more of the network. Its smallest one-way
+/// delay and round trip, the bases its queueing delay is read against, are then too small
+/// by the difference, and kept for the connection's life (as they were until stop 49) the
+/// path read that much queue for ever: 20 ms more one way, above τ, held its window at two
+/// packets (`cohort-sim`: `a_path_that_returns_on_a_longer_route_is_measured_afresh`).
+///
+/// A path coming back from silence has no queue of ours: the queue drained or was dropped
+/// with the link. So its first flight (the packets sent before the first report on them
+/// arrived) measures the route afresh: each report's delays, less a service time for every
+/// packet sent since the failure before its own (what could have queued ahead of it), are
+/// bounds on the new route's; their smallest becomes the base if it is above the old one by
+/// more than [`Relearn::TOLERANCE`]. A shorter route needs nothing: its smaller delays lower
+/// the bases as any sample does. (A route that changes without an outage is not caught:
+/// telling its delay from a standing queue takes draining the queue, as BBR's ProbeRTT does.)
+#[derive(Debug, Clone, Copy)]
+struct Relearn {
+    /// The first sequence number sent after the failure.
+    from_seq: u32,
+    /// The service time per packet before the failure, s (0 if never measured).
+    gamma: f64,
+    /// When the first report on a packet sent since the failure arrived.
+    first_report: Option<Instant>,
+    /// The smallest bounds so far: relative one-way delay (µs) and round trip.
+    owd_rel: i64,
+    rtt: Option<Duration>,
+    /// The bases before the failure, and where slow start ends at the latest on them.
+    old_owd_rel: i64,
+    old_rtt: Option<Duration>,
+    cap: f64,
+}
+
+impl Relearn {
+    /// How much longer a route must be to replace the bases measured before the failure.
+    const TOLERANCE: Duration = Duration::from_millis(1);
 }
 
 /// Whether path sequence number `s` comes before `bound` (wrapping).

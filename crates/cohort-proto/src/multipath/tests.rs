@@ -181,3 +181,44 @@ fn a_returning_path_restarts_at_its_old_window() {
     assert!(!p.slow_start, "{p:?}");
     assert!(p.cwnd > 5.0 && p.cwnd < 6.0, "{}", p.cwnd);
 }
+
+/// A path that comes back on a longer route (a handover to an access point farther away)
+/// reads its queue against the new route: its first flight measures the bases afresh; one
+/// back on the same route keeps the bases it had. Until stop 49 the smallest delays were kept
+/// for the connection's life, and 20 ms more one way read as 20 ms of queue for ever.
+#[test]
+fn a_path_back_on_a_longer_route_measures_its_bases_afresh() {
+    let ms = Duration::from_millis;
+    let at = |t: u64| Instant::ZERO + ms(t);
+    let growth = path::Growth::DelayTarget { tau: ms(20), set: ms(15) };
+    let back_on = |extra_owd: u32| {
+        let mut p = PathTx::new(10.0);
+        // 20 packets a millisecond apart, 10 ms each way, no queue.
+        for i in 0..20u32 {
+            p.on_send(at(u64::from(i)), 1200, false);
+            p.on_report(at(u64::from(20 + i)), &path_ack(i + 1, i, 10, 10 + i), growth);
+        }
+        assert_eq!(p.min_rtt, Some(ms(20)));
+        p.fail(10.0);
+        // Back at 500 ms, `extra_owd` farther each way: four packets, then a report on the
+        // second (its queue at most the first's service time).
+        for i in 0..4 {
+            p.on_send(at(500 + i), 1200, false);
+        }
+        let owd = 10 + extra_owd;
+        p.on_report(at(u64::from(501 + 2 * owd)), &path_ack(22, 21, owd, 501 + owd), growth);
+        p
+    };
+    let mut moved = back_on(20);
+    assert_eq!(moved.min_rtt, Some(ms(59)), "the round trip less one service time ahead");
+    assert_eq!(moved.queueing, ms(1), "the bound's millisecond, not the 20 ms of the route");
+    // The next flight meets 4 ms of queue on the new route, and reads it.
+    moved.on_send(at(600), 1200, false);
+    moved.on_report(at(664), &path_ack(25, 24, 34, 634), growth);
+    assert_eq!(moved.queueing, ms(5));
+    assert_eq!(moved.min_rtt, Some(ms(59)), "bases fall only from here");
+    // The same route: the bases measured on more samples stay.
+    let same = back_on(0);
+    assert_eq!(same.min_rtt, Some(ms(20)));
+    assert_eq!(same.queueing, ms(0));
+}

@@ -283,3 +283,32 @@ fn a_drifting_receiver_clock_does_not_read_as_a_queue() {
         Err(MpRunError::Clock(_))
     ));
 }
+
+/// A radio hands over to an access point farther away (its one-way delay from 10 to 30 ms,
+/// the outage of the handover between): the path's queueing delay is measured against the
+/// new route, not read 20 ms high for the rest of the connection (above τ, which held its
+/// window at two packets: 1050 packets carried against 2912 on the far route from the start;
+/// after the fix 2462, the outage and the restart included).
+#[test]
+fn a_path_that_returns_on_a_longer_route_is_measured_afresh() {
+    let run_with = |first_owd: u64, handover: bool| {
+        let mut p1 = link(10.0, first_owd, 0.0);
+        if handover {
+            p1.outages.push((ms(1000), ms(1300)));
+            p1.changes.push((ms(1150), link(10.0, 30, 0.0).link));
+        }
+        let mut r = MpRun::new(MpConfig::default(), vec![link(10.0, 10, 0.0), p1], u32::MAX / 2, 1200, 11);
+        r.app_buffer_bytes = 4 * 1200;
+        r.limit = Duration::from_secs(5);
+        run(&r).unwrap().sender.paths[1]
+    };
+    let (far, moved) = (run_with(30, false), run_with(10, true));
+    assert!(moved.up && moved.failures >= 1, "the path failed and came back: {moved:?}");
+    assert!(moved.queueing_ms < 5.0, "queueing read at the end {:.1} ms: {moved:?}", moved.queueing_ms);
+    assert!(
+        moved.delivered as f64 > 0.75 * far.delivered as f64,
+        "after the handover the far route carries {} packets, from the start {}",
+        moved.delivered,
+        far.delivered
+    );
+}
