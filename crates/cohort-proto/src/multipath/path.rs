@@ -232,6 +232,21 @@ impl PathTx {
         if self.highest.is_none_or(|h| r.highest.wrapping_sub(h) < u32::MAX / 2) {
             self.highest = Some(r.highest);
         }
+        // Service time: arrivals between reports per packet delivered (a report with nothing
+        // new, the answer to a probe, says nothing of rate).
+        if newly > 0 {
+            if let Some((prev_arrival, prev_rx)) = self.last_arrival {
+                let dt = f64::from(r.arrival_us.wrapping_sub(prev_arrival)) / 1e6;
+                let dn = f64::from(r.received.wrapping_sub(prev_rx));
+                if dn > 0.0 && dt > 0.0 && dt < 10.0 {
+                    if self.gamma.len() == GAMMA_SAMPLES {
+                        self.gamma.pop_front();
+                    }
+                    self.gamma.push_back(dt / dn);
+                }
+            }
+            self.last_arrival = Some((r.arrival_us, r.received));
+        }
         // Round trip of the highest packet, less the receiver's hold.
         let mut rtt_queue = None;
         let first = *self.owd_first.get_or_insert(r.owd_raw_us);
@@ -250,25 +265,13 @@ impl PathTx {
             };
             self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
         }
-        // A report with nothing new (the answer to a probe) says nothing of delay or rate.
+        // Nor of delay.
         if newly > 0 {
             self.owd_base_rel = self.owd_base_rel.min(rel);
             self.queueing_before = self.queueing;
             let owd_queue = Duration::from_micros((rel - self.owd_base_rel).max(0) as u64);
             self.queueing = queueing_delay(owd_queue, rtt_queue, self.rttvar * 4);
             self.queueing_peak = self.queueing.max(self.queueing_peak.mul_f64(0.99));
-            // Service time: arrivals between reports per packet delivered.
-            if let Some((prev_arrival, prev_rx)) = self.last_arrival {
-                let dt = f64::from(r.arrival_us.wrapping_sub(prev_arrival)) / 1e6;
-                let dn = f64::from(r.received.wrapping_sub(prev_rx));
-                if dn > 0.0 && dt > 0.0 && dt < 10.0 {
-                    if self.gamma.len() == GAMMA_SAMPLES {
-                        self.gamma.pop_front();
-                    }
-                    self.gamma.push_back(dt / dn);
-                }
-            }
-            self.last_arrival = Some((r.arrival_us, r.received));
         }
         // Everything up to the highest reported is out of flight (a path keeps its order);
         // of those, the ones the receiver did not count are lost.
@@ -291,7 +294,7 @@ impl PathTx {
         let alpha = match growth {
             Growth::DelayTarget { tau, set } => {
                 let (tau, set, q) = (tau.as_secs_f64().max(1e-6), set.as_secs_f64(), self.queueing.as_secs_f64());
-                if newly > 0 && q > set / 2.0 {
+                if newly > 0 && q > set / 2.0 && self.relearn.is_none_or(|l| l.decided) {
                     self.slow_start = false;
                 }
                 ((set - q) / tau).clamp(-1.0, 1.0)
@@ -329,25 +332,31 @@ impl PathTx {
         if seq_before(seq, l.from_seq) {
             return; // sent before the failure: its delays are the old route's
         }
-        if l.first_report.is_some_and(|t| sent_at > t) {
-            self.relearn = None; // the first flight is over; the bases only fall from here
-            return;
+        let first_flight = l.first_report.is_none_or(|t| sent_at <= t);
+        if first_flight {
+            l.first_report.get_or_insert(now);
+            // Packets sent since the failure before this one may have queued ahead of it,
+            // each for at most a service time: take that much off, so the new bases are never
+            // above the route's own delays (an error that way would let the queue grow by as
+            // much).
+            let ahead = Duration::from_secs_f64(f64::from(seq.wrapping_sub(l.from_seq)) * l.gamma);
+            let owd = rel.saturating_sub(i64::try_from(ahead.as_micros()).unwrap_or(i64::MAX));
+            l.owd_rel = l.owd_rel.min(owd);
+            let rtt = rtt.saturating_sub(ahead);
+            l.rtt = Some(l.rtt.map_or(rtt, |m| m.min(rtt)));
         }
-        l.first_report.get_or_insert(now);
-        // Packets sent since the failure before this one may have queued ahead of it, each for
-        // at most a service time: take that much off, so the new bases are never above the
-        // route's own delays (an error that way would let the queue grow by as much).
-        let ahead = Duration::from_secs_f64(f64::from(seq.wrapping_sub(l.from_seq)) * l.gamma);
-        let owd = rel.saturating_sub(i64::try_from(ahead.as_micros()).unwrap_or(i64::MAX));
-        l.owd_rel = l.owd_rel.min(owd);
-        let rtt = rtt.saturating_sub(ahead);
-        l.rtt = Some(l.rtt.map_or(rtt, |m| m.min(rtt)));
-        // A route no longer than the old one (within the noise of a millisecond) keeps the old
-        // bases, which rest on more samples.
-        let tolerance = i64::try_from(Relearn::TOLERANCE.as_micros()).unwrap_or(i64::MAX);
-        self.owd_base_rel = if l.owd_rel > l.old_owd_rel.saturating_add(tolerance) { l.owd_rel } else { l.old_owd_rel };
+        // A slower rate alone lengthens every packet's delay by its longer transmission: that
+        // is the path's service, not a new route, and stays read as queue as before the
+        // failure (the delay a message meets). So the decision waits for the new service time
+        // (two reports since the return); until then slow start does not end on the queue.
+        let Some(gamma) = self.gamma.iter().copied().reduce(f64::min) else { return };
+        let slower = Duration::from_secs_f64((gamma - l.gamma).max(0.0));
+        let tolerance = Relearn::TOLERANCE + slower;
+        let longer = i64::try_from(tolerance.as_micros()).unwrap_or(i64::MAX);
+        // A route no longer than the old one keeps the old bases, which rest on more samples.
+        self.owd_base_rel = if l.owd_rel > l.old_owd_rel.saturating_add(longer) { l.owd_rel } else { l.old_owd_rel };
         self.min_rtt = match (l.old_rtt, l.rtt) {
-            (Some(old), Some(new)) if new > old + Relearn::TOLERANCE => {
+            (Some(old), Some(new)) if new > old + tolerance => {
                 // The window from before carried the path's rate over the old round trip;
                 // the same rate over the longer one takes it in proportion.
                 self.slow_start_cap = l.cap * new.as_secs_f64() / old.as_secs_f64().max(1e-6);
@@ -358,6 +367,10 @@ impl PathTx {
                 old
             }
         };
+        l.decided = true;
+        if !first_flight {
+            self.relearn = None; // the bases only fall from here
+        }
     }
 
     /// The raw one-way delay of the path's fastest packet (the receiver's clock less the
@@ -498,6 +511,7 @@ impl PathTx {
             old_owd_rel: self.owd_base_rel,
             old_rtt: self.min_rtt,
             cap: self.slow_start_cap,
+            decided: false,
         });
         self.gamma.clear();
         self.last_arrival = None;
@@ -516,7 +530,9 @@ impl PathTx {
 /// arrived) measures the route afresh: each report's delays, less a service time for every
 /// packet sent since the failure before its own (what could have queued ahead of it), are
 /// bounds on the new route's; their smallest becomes the base if it is above the old one by
-/// more than [`Relearn::TOLERANCE`]. A shorter route needs nothing: its smaller delays lower
+/// more than [`Relearn::TOLERANCE`] and more than a slower rate explains (a packet takes
+/// longer to send: the old base keeps reading that as the path's queue, as it did before a
+/// failure). A shorter route needs nothing: its smaller delays lower
 /// the bases as any sample does. (A route that changes without an outage is not caught:
 /// telling its delay from a standing queue takes draining the queue, as BBR's ProbeRTT does.)
 #[derive(Debug, Clone, Copy)]
@@ -534,6 +550,8 @@ struct Relearn {
     old_owd_rel: i64,
     old_rtt: Option<Duration>,
     cap: f64,
+    /// Whether the bases were chosen (once the new service time was measured).
+    decided: bool,
 }
 
 impl Relearn {

@@ -183,33 +183,37 @@ fn a_returning_path_restarts_at_its_old_window() {
 }
 
 /// A path that comes back on a longer route (a handover to an access point farther away)
-/// reads its queue against the new route: its first flight measures the bases afresh; one
-/// back on the same route keeps the bases it had. Until stop 49 the smallest delays were kept
-/// for the connection's life, and 20 ms more one way read as 20 ms of queue for ever.
+/// reads its queue against the new route: its first flight measures the bases afresh, once
+/// the new service time is known; one back on the same route keeps the bases it had, at a
+/// slower rate too (its packets' longer transmission stays read as queue). Until stop 49 the
+/// smallest delays were kept for the connection's life, and 20 ms more one way read as 20 ms
+/// of queue for ever.
 #[test]
 fn a_path_back_on_a_longer_route_measures_its_bases_afresh() {
     let ms = Duration::from_millis;
-    let at = |t: u64| Instant::ZERO + ms(t);
+    let at = |t: u32| Instant::ZERO + ms(u64::from(t));
     let growth = path::Growth::DelayTarget { tau: ms(20), set: ms(15) };
-    let back_on = |extra_owd: u32| {
+    // Back at 500 ms: packets 20 and 21 (sent 1 ms apart) meet one-way delays `owd` and
+    // arrive `gap` ms apart; the reverse direction takes `back` ms.
+    let back_on = |owd: [u32; 2], gap: u32, back: u32| {
         let mut p = PathTx::new(10.0);
         // 20 packets a millisecond apart, 10 ms each way, no queue.
         for i in 0..20u32 {
-            p.on_send(at(u64::from(i)), 1200, false);
-            p.on_report(at(u64::from(20 + i)), &path_ack(i + 1, i, 10, 10 + i), growth);
+            p.on_send(at(i), 1200, false);
+            p.on_report(at(20 + i), &path_ack(i + 1, i, 10, 10 + i), growth);
         }
         assert_eq!(p.min_rtt, Some(ms(20)));
         p.fail(10.0);
-        // Back at 500 ms, `extra_owd` farther each way: four packets, then a report on the
-        // second (its queue at most the first's service time).
         for i in 0..4 {
             p.on_send(at(500 + i), 1200, false);
         }
-        let owd = 10 + extra_owd;
-        p.on_report(at(u64::from(501 + 2 * owd)), &path_ack(22, 21, owd, 501 + owd), growth);
+        let arrival = 500 + owd[0];
+        p.on_report(at(arrival + back), &path_ack(21, 20, owd[0], arrival), growth);
+        assert!(p.slow_start, "the queue is in doubt until the service time is measured: {p:?}");
+        p.on_report(at(arrival + gap + back), &path_ack(22, 21, owd[1], arrival + gap), growth);
         p
     };
-    let mut moved = back_on(20);
+    let mut moved = back_on([30, 30], 1, 30);
     assert_eq!(moved.min_rtt, Some(ms(59)), "the round trip less one service time ahead");
     assert_eq!(moved.queueing, ms(1), "the bound's millisecond, not the 20 ms of the route");
     // The next flight meets 4 ms of queue on the new route, and reads it.
@@ -218,7 +222,10 @@ fn a_path_back_on_a_longer_route_measures_its_bases_afresh() {
     assert_eq!(moved.queueing, ms(5));
     assert_eq!(moved.min_rtt, Some(ms(59)), "bases fall only from here");
     // The same route: the bases measured on more samples stay.
-    let same = back_on(0);
-    assert_eq!(same.min_rtt, Some(ms(20)));
-    assert_eq!(same.queueing, ms(0));
+    let same = back_on([10, 10], 1, 10);
+    assert_eq!((same.min_rtt, same.queueing), (Some(ms(20)), ms(0)));
+    // The same route at a third of the rate: each packet 2 ms longer on the link, the second
+    // 1 ms behind the first; read as queue, as before the failure.
+    let slower = back_on([12, 14], 3, 10);
+    assert_eq!((slower.min_rtt, slower.queueing), (Some(ms(20)), ms(4)));
 }
