@@ -351,22 +351,27 @@ impl PathTx {
         // (two reports since the return); until then slow start does not end on the queue.
         let Some(gamma) = self.gamma.iter().copied().reduce(f64::min) else { return };
         let slower = Duration::from_secs_f64((gamma - l.gamma).max(0.0));
-        let tolerance = Relearn::TOLERANCE + slower;
-        let longer = i64::try_from(tolerance.as_micros()).unwrap_or(i64::MAX);
-        // A route no longer than the old one keeps the old bases, which rest on more samples.
-        self.owd_base_rel = if l.owd_rel > l.old_owd_rel.saturating_add(longer) { l.owd_rel } else { l.old_owd_rel };
-        self.min_rtt = match (l.old_rtt, l.rtt) {
-            (Some(old), Some(new)) if new > old + tolerance => {
+        let tolerance = i64::try_from((Relearn::TOLERANCE + slower).as_micros()).unwrap_or(i64::MAX);
+        // The decision rests on the one-way delay, the forward route the queue is read on. A
+        // returning path's round trip carries the reverse direction's queue too (its reports
+        // wait behind what the receiver sends; in the beams bench's drives a round trip read
+        // 49 ms against the 15 ms of the same route): it follows the forward change, between
+        // once (the reverse route unchanged) and twice (both directions longer alike).
+        if l.owd_rel > l.old_owd_rel.saturating_add(tolerance) {
+            self.owd_base_rel = l.owd_rel;
+            let longer = Duration::from_micros(u64::try_from(l.owd_rel - l.old_owd_rel).unwrap_or(0));
+            if let Some(old) = l.old_rtt {
+                let new = l.rtt.unwrap_or(old).clamp(old + longer, old + longer * 2);
                 // The window from before carried the path's rate over the old round trip;
                 // the same rate over the longer one takes it in proportion.
                 self.slow_start_cap = l.cap * new.as_secs_f64() / old.as_secs_f64().max(1e-6);
-                Some(new)
+                self.min_rtt = Some(new);
             }
-            (old, _) => {
-                self.slow_start_cap = l.cap;
-                old
-            }
-        };
+        } else {
+            // A route no longer than the old one keeps the old bases, which rest on more
+            // samples.
+            (self.owd_base_rel, self.min_rtt, self.slow_start_cap) = (l.old_owd_rel, l.old_rtt, l.cap);
+        }
         l.decided = true;
         if !first_flight {
             self.relearn = None; // the bases only fall from here
@@ -527,14 +532,15 @@ impl PathTx {
 ///
 /// A path coming back from silence has no queue of ours: the queue drained or was dropped
 /// with the link. So its first flight (the packets sent before the first report on them
-/// arrived) measures the route afresh: each report's delays, less a service time for every
-/// packet sent since the failure before its own (what could have queued ahead of it), are
-/// bounds on the new route's; their smallest becomes the base if it is above the old one by
-/// more than [`Relearn::TOLERANCE`] and more than a slower rate explains (a packet takes
-/// longer to send: the old base keeps reading that as the path's queue, as it did before a
-/// failure). A shorter route needs nothing: its smaller delays lower
-/// the bases as any sample does. (A route that changes without an outage is not caught:
-/// telling its delay from a standing queue takes draining the queue, as BBR's ProbeRTT does.)
+/// arrived) measures the route afresh: each report's one-way delay, less a service time for
+/// every packet sent since the failure before its own (what could have queued ahead of it),
+/// is a bound on the new route's; their smallest becomes the base if it is above the old one
+/// by more than [`Relearn::TOLERANCE`] and more than a slower rate explains (a packet that
+/// takes longer to send: the old base keeps reading that as the path's queue, as it did
+/// before the failure), and the smallest round trip follows it. A shorter route needs
+/// nothing: its smaller delays lower the bases as any sample does. (A route that changes
+/// without an outage is not caught: telling its delay from a standing queue takes draining
+/// the queue, as BBR's ProbeRTT does.)
 #[derive(Debug, Clone, Copy)]
 struct Relearn {
     /// The first sequence number sent after the failure.
