@@ -254,7 +254,11 @@ impl PathTx {
         if let Some(&(_, at)) = self.sent.iter().find(|(s, _)| *s == r.highest) {
             let rtt = now.saturating_duration_since(at).saturating_sub(Duration::from_micros(u64::from(r.held_us)));
             if newly > 0 {
-                self.relearn_bases(now, r.highest, at, rel, rtt);
+                let floor = match growth {
+                    Growth::DelayTarget { tau, .. } => tau.mul_f64(super::bound::FLOOR),
+                    Growth::Reno => Duration::ZERO,
+                };
+                self.relearn_bases(now, r.highest, at, (rel, rtt), floor);
             }
             let min_rtt = *self.min_rtt.insert(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
             rtt_queue = Some(rtt - min_rtt);
@@ -294,7 +298,7 @@ impl PathTx {
         let alpha = match growth {
             Growth::DelayTarget { tau, set } => {
                 let (tau, set, q) = (tau.as_secs_f64().max(1e-6), set.as_secs_f64(), self.queueing.as_secs_f64());
-                if newly > 0 && q > set / 2.0 && self.relearn.is_none_or(|l| l.decided) {
+                if newly > 0 && q > set / 2.0 && self.relearn.is_none() {
                     self.slow_start = false;
                 }
                 ((set - q) / tau).clamp(-1.0, 1.0)
@@ -326,8 +330,16 @@ impl PathTx {
 
     /// While a returning path's first flight reports (see [`Relearn`]): a report on packet
     /// `seq`, sent at `sent_at`, measured the relative one-way delay `rel` (µs) and the round
-    /// trip `rtt`. Moves the bases up to what the new route allows, if it is longer.
-    fn relearn_bases(&mut self, now: Instant, seq: u32, sent_at: Instant, rel: i64, rtt: Duration) {
+    /// trip `rtt`. Moves the bases up to what the new route allows, if it is longer by more
+    /// than `floor` (the delay target's set point at its lowest).
+    fn relearn_bases(
+        &mut self,
+        now: Instant,
+        seq: u32,
+        sent_at: Instant,
+        (rel, rtt): (i64, Duration),
+        floor: Duration,
+    ) {
         let Some(l) = self.relearn.as_mut() else { return };
         if seq_before(seq, l.from_seq) {
             return; // sent before the failure: its delays are the old route's
@@ -348,16 +360,22 @@ impl PathTx {
         // A slower rate alone lengthens every packet's delay by its longer transmission: that
         // is the path's service, not a new route, and stays read as queue as before the
         // failure (the delay a message meets). So the decision waits for the new service time
-        // (two reports since the return); until then slow start does not end on the queue.
-        let Some(gamma) = self.gamma.iter().copied().reduce(f64::min) else { return };
+        // (two reports since the return; until then slow start does not end on the queue),
+        // and a first flight that ends before it keeps the old bases.
+        let gamma = self.gamma.iter().copied().reduce(f64::min);
+        if gamma.is_none() && first_flight {
+            return;
+        }
+        let Some(l) = self.relearn.take() else { return };
+        let Some(gamma) = gamma else { return };
         let slower = Duration::from_secs_f64((gamma - l.gamma).max(0.0));
-        let tolerance = i64::try_from((Relearn::TOLERANCE + slower).as_micros()).unwrap_or(i64::MAX);
+        let tolerance = Relearn::TOLERANCE.max(floor) + slower;
         // The decision rests on the one-way delay, the forward route the queue is read on. A
         // returning path's round trip carries the reverse direction's queue too (its reports
         // wait behind what the receiver sends; in the beams bench's drives a round trip read
         // 49 ms against the 15 ms of the same route): it follows the forward change, between
         // once (the reverse route unchanged) and twice (both directions longer alike).
-        if l.owd_rel > l.old_owd_rel.saturating_add(tolerance) {
+        if l.owd_rel > l.old_owd_rel.saturating_add(i64::try_from(tolerance.as_micros()).unwrap_or(i64::MAX)) {
             self.owd_base_rel = l.owd_rel;
             let longer = Duration::from_micros(u64::try_from(l.owd_rel - l.old_owd_rel).unwrap_or(0));
             if let Some(old) = l.old_rtt {
@@ -367,15 +385,9 @@ impl PathTx {
                 self.slow_start_cap = l.cap * new.as_secs_f64() / old.as_secs_f64().max(1e-6);
                 self.min_rtt = Some(new);
             }
-        } else {
-            // A route no longer than the old one keeps the old bases, which rest on more
-            // samples.
-            (self.owd_base_rel, self.min_rtt, self.slow_start_cap) = (l.old_owd_rel, l.old_rtt, l.cap);
         }
-        l.decided = true;
-        if !first_flight {
-            self.relearn = None; // the bases only fall from here
-        }
+        // Otherwise the old bases stay (lowered by any smaller delay since): they rest on
+        // more samples. From here the bases only fall.
     }
 
     /// The raw one-way delay of the path's fastest packet (the receiver's clock less the
@@ -516,7 +528,6 @@ impl PathTx {
             old_owd_rel: self.owd_base_rel,
             old_rtt: self.min_rtt,
             cap: self.slow_start_cap,
-            decided: false,
         });
         self.gamma.clear();
         self.last_arrival = None;
@@ -535,9 +546,15 @@ impl PathTx {
 /// arrived) measures the route afresh: each report's one-way delay, less a service time for
 /// every packet sent since the failure before its own (what could have queued ahead of it),
 /// is a bound on the new route's; their smallest becomes the base if it is above the old one
-/// by more than [`Relearn::TOLERANCE`] and more than a slower rate explains (a packet that
-/// takes longer to send: the old base keeps reading that as the path's queue, as it did
-/// before the failure), and the smallest round trip follows it. A shorter route needs
+/// by more than a slower rate explains (a packet that takes longer to send: the old base
+/// keeps reading that as the path's queue, as it did before the failure) and by more than
+/// the delay target's lowest set point, `τ/4` ([`super::bound::FLOOR`]; at least
+/// [`Relearn::TOLERANCE`]); the smallest round trip follows it. Why that much: a route longer
+/// by less leaves the windows a queue to aim at, while a base raised by mistake lets the queue
+/// grow by as much, and a path that fell silent is not always empty: in the beams bench's
+/// drives a path the allocation slows to its minimum rate is declared failed with packets of
+/// ours still queued, and its first flight back met 3-6 ms of them (with a 1 ms tolerance every
+/// system's p99 while both paths were up rose from 41 to 49-53 ms). A shorter route needs
 /// nothing: its smaller delays lower the bases as any sample does. (A route that changes
 /// without an outage is not caught: telling its delay from a standing queue takes draining
 /// the queue, as BBR's ProbeRTT does.)
@@ -556,8 +573,6 @@ struct Relearn {
     old_owd_rel: i64,
     old_rtt: Option<Duration>,
     cap: f64,
-    /// Whether the bases were chosen (once the new service time was measured).
-    decided: bool,
 }
 
 impl Relearn {

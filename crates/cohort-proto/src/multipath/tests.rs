@@ -226,8 +226,8 @@ fn a_path_back_on_a_longer_route_measures_its_bases_afresh() {
     // The same route: the bases measured on more samples stay.
     let same = back_on([10, 10], 1, 10);
     assert_eq!((same.min_rtt, same.queueing), (Some(ms(20)), ms(0)));
-    // The same route at a third of the rate: each packet 2 ms longer on the link, the second
-    // 1 ms behind the first; read as queue, as before the failure.
-    let slower = back_on([12, 14], 3, 10);
-    assert_eq!((slower.min_rtt, slower.queueing), (Some(ms(20)), ms(4)));
+    // The same route at an eighth of the rate: each packet 7 ms longer on the link (more than
+    // τ/4), the second 7 ms behind the first; read as queue, as before the failure.
+    let slower = back_on([17, 24], 8, 10);
+    assert_eq!((slower.min_rtt, slower.queueing), (Some(ms(20)), ms(14)));
 }
