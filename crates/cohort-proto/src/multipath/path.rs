@@ -298,7 +298,7 @@ impl PathTx {
         let alpha = match growth {
             Growth::DelayTarget { tau, set } => {
                 let (tau, set, q) = (tau.as_secs_f64().max(1e-6), set.as_secs_f64(), self.queueing.as_secs_f64());
-                if newly > 0 && q > set / 2.0 && self.relearn.is_none() {
+                if newly > 0 && q > set / 2.0 {
                     self.slow_start = false;
                 }
                 ((set - q) / tau).clamp(-1.0, 1.0)
@@ -360,8 +360,8 @@ impl PathTx {
         // A slower rate alone lengthens every packet's delay by its longer transmission: that
         // is the path's service, not a new route, and stays read as queue as before the
         // failure (the delay a message meets). So the decision waits for the new service time
-        // (two reports since the return; until then slow start does not end on the queue),
-        // and a first flight that ends before it keeps the old bases.
+        // (two reports since the return), and a first flight that ends before it keeps the
+        // old bases.
         let gamma = self.gamma.iter().copied().reduce(f64::min);
         if gamma.is_none() && first_flight {
             return;
@@ -385,6 +385,9 @@ impl PathTx {
                 self.slow_start_cap = l.cap * new.as_secs_f64() / old.as_secs_f64().max(1e-6);
                 self.min_rtt = Some(new);
             }
+            // Slow start may have ended on the old base's reading, the route's length taken
+            // for queue: it goes on up to the cap.
+            self.slow_start = self.cwnd < self.slow_start_cap;
         }
         // Otherwise the old bases stay (lowered by any smaller delay since): they rest on
         // more samples. From here the bases only fall.

@@ -209,7 +209,6 @@ fn a_path_back_on_a_longer_route_measures_its_bases_afresh() {
         }
         let arrival = 500 + owd[0];
         p.on_report(at(arrival + back), &path_ack(21, 20, owd[0], arrival), growth);
-        assert!(p.slow_start, "the queue is in doubt until the service time is measured: {p:?}");
         p.on_report(at(arrival + gap + back), &path_ack(22, 21, owd[1], arrival + gap), growth);
         p
     };
@@ -218,6 +217,7 @@ fn a_path_back_on_a_longer_route_measures_its_bases_afresh() {
     // at most twice that longer.
     assert_eq!(moved.min_rtt, Some(ms(58)));
     assert_eq!(moved.queueing, ms(1), "the bound's millisecond, not the 20 ms of the route");
+    assert!(moved.slow_start, "slow start, ended on the route taken for queue, goes on: {moved:?}");
     // The next flight meets 4 ms of queue on the new route, and reads it.
     moved.on_send(at(600), 1200, false);
     moved.on_report(at(664), &path_ack(25, 24, 34, 634), growth);
