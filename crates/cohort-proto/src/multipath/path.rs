@@ -225,6 +225,11 @@ impl PathTx {
         } else {
             counted
         };
+        // Packets from before the failure arriving after it: the path was slow, not out, and
+        // what it carries now queued behind them. Its first flight measures no route.
+        if !resync && counted > 0 && self.relearn.is_some_and(|l| seq_before(r.highest, l.from_seq)) {
+            self.relearn = None;
+        }
         self.last_received = Some(r.received);
         // The window grows only while it limits the sender (RFC 7661): a path carrying a few
         // acknowledgements must not earn a window it never used.
@@ -357,19 +362,20 @@ impl PathTx {
             let rtt = rtt.saturating_sub(ahead);
             l.rtt = Some(l.rtt.map_or(rtt, |m| m.min(rtt)));
         }
-        // A slower rate alone lengthens every packet's delay by its longer transmission: that
-        // is the path's service, not a new route, and stays read as queue as before the
-        // failure (the delay a message meets). So the decision waits for the new service time
-        // (two reports since the return), and a first flight that ends before it keeps the
-        // old bases.
+        // A packet's one-way delay includes its transmission, a service time `γ`; the old base
+        // may be from a faster time (the smallest delay ever, perhaps at the path's best rate),
+        // and a slower rate lengthens every delay by its longer transmission: that is the
+        // path's service, not a new route, and stays read as queue as before the failure
+        // (the delay a message meets). So the decision waits for the new service time (two
+        // reports since the return), allows for all of it, and a first flight that ends
+        // before it keeps the old bases.
         let gamma = self.gamma.iter().copied().reduce(f64::min);
         if gamma.is_none() && first_flight {
             return;
         }
         let Some(l) = self.relearn.take() else { return };
         let Some(gamma) = gamma else { return };
-        let slower = Duration::from_secs_f64((gamma - l.gamma).max(0.0));
-        let tolerance = Relearn::TOLERANCE.max(floor) + slower;
+        let tolerance = Relearn::TOLERANCE.max(floor) + Duration::from_secs_f64(gamma.clamp(0.0, 10.0));
         // The decision rests on the one-way delay, the forward route the queue is read on. A
         // returning path's round trip carries the reverse direction's queue too (its reports
         // wait behind what the receiver sends; in the beams bench's drives a round trip read
@@ -548,19 +554,22 @@ impl PathTx {
 /// with the link. So its first flight (the packets sent before the first report on them
 /// arrived) measures the route afresh: each report's one-way delay, less a service time for
 /// every packet sent since the failure before its own (what could have queued ahead of it),
-/// is a bound on the new route's; their smallest becomes the base if it is above the old one
-/// by more than a slower rate explains (a packet that takes longer to send: the old base
-/// keeps reading that as the path's queue, as it did before the failure) and by more than
-/// the delay target's lowest set point, `τ/4` ([`super::bound::FLOOR`]; at least
-/// [`Relearn::TOLERANCE`]); the smallest round trip follows it. Why that much: a route longer
-/// by less leaves the windows a queue to aim at, while a base raised by mistake lets the queue
-/// grow by as much, and a path that fell silent is not always empty: in the beams bench's
-/// drives a path the allocation slows to its minimum rate is declared failed with packets of
-/// ours still queued, and its first flight back met 3-6 ms of them (with a 1 ms tolerance every
-/// system's p99 while both paths were up rose from 41 to 49-53 ms). A shorter route needs
-/// nothing: its smaller delays lower the bases as any sample does. (A route that changes
-/// without an outage is not caught: telling its delay from a standing queue takes draining
-/// the queue, as BBR's ProbeRTT does.)
+/// is a bound on the new route's. Their smallest becomes the base if it is above the old one
+/// by more than the delay target's lowest set point, `τ/4` ([`super::bound::FLOOR`]; at least
+/// [`Relearn::TOLERANCE`]), plus a packet's transmission at the new rate (the old base may be
+/// from a faster time, and a slower rate is the path's service, not a new route: it stays read
+/// as queue, as before the failure); the smallest round trip follows it. Why that much: a route
+/// longer by less leaves the windows a queue to aim at, while a base raised by mistake lets
+/// the queue grow by as much. With a 1 ms tolerance alone, or the increase of the service time
+/// since the failure instead of all of it, the beams bench's drives (one 5 ms route, rates
+/// that come and go with the allocation) raised bases by 5-10 ms and every system's p99 while
+/// both paths were up rose from 41 to 46-53 ms. And a path that fell silent is not always
+/// empty (a path slowed to a crawl is declared failed with packets of ours queued): a report
+/// after the failure on packets sent before it (other than the first, which may count what
+/// arrived just before an outage) shows such a path, and it keeps its bases. A shorter route
+/// needs nothing: its smaller delays lower the bases as any sample does. (A route that changes
+/// without an outage is not caught: telling its delay from a standing queue takes draining the
+/// queue, as BBR's ProbeRTT does.)
 #[derive(Debug, Clone, Copy)]
 struct Relearn {
     /// The first sequence number sent after the failure.

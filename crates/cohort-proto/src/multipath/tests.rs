@@ -227,7 +227,36 @@ fn a_path_back_on_a_longer_route_measures_its_bases_afresh() {
     let same = back_on([10, 10], 1, 10);
     assert_eq!((same.min_rtt, same.queueing), (Some(ms(20)), ms(0)));
     // The same route at an eighth of the rate: each packet 7 ms longer on the link (more than
-    // τ/4), the second 7 ms behind the first; read as queue, as before the failure.
+    // τ/4), the second 7 ms behind the first; read as queue, as before the failure. (The
+    // old base is from the faster rate.)
     let slower = back_on([17, 24], 8, 10);
     assert_eq!((slower.min_rtt, slower.queueing), (Some(ms(20)), ms(14)));
+}
+
+/// A path declared failed while packets sent before were still on their way (slowed to a
+/// crawl, not out): they arrive after the failure, so its first flight back waited behind
+/// them and measures no route; the bases stay.
+#[test]
+fn a_path_slow_rather_than_out_keeps_its_bases() {
+    let ms = Duration::from_millis;
+    let at = |t: u32| Instant::ZERO + ms(u64::from(t));
+    let growth = path::Growth::DelayTarget { tau: ms(20), set: ms(15) };
+    let mut p = PathTx::new(10.0);
+    for i in 0..20u32 {
+        p.on_send(at(i), 1200, false);
+    }
+    for i in 0..15u32 {
+        p.on_report(at(20 + i), &path_ack(i + 1, i, 10, 10 + i), growth);
+    }
+    p.fail(10.0);
+    for i in 0..4 {
+        p.on_send(at(500 + i), 1200, false);
+    }
+    // The rest of the old packets, then the new ones behind them, 30 ms late.
+    p.on_report(at(520), &path_ack(17, 16, 300, 510), growth);
+    p.on_report(at(530), &path_ack(20, 19, 300, 520), growth);
+    p.on_report(at(550), &path_ack(21, 20, 40, 540), growth);
+    p.on_report(at(551), &path_ack(22, 21, 40, 541), growth);
+    assert_eq!(p.min_rtt, Some(ms(20)));
+    assert_eq!(p.queueing, ms(30), "read as queue: {p:?}");
 }
