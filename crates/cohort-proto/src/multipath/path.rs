@@ -274,7 +274,7 @@ impl PathTx {
             };
             self.srtt = Some(self.srtt.map_or(rtt, |s| (s * 7 + rtt) / 8));
         }
-        // Nor of delay.
+        // A report with nothing new says nothing of delay either.
         if newly > 0 {
             self.owd_base_rel = self.owd_base_rel.min(rel);
             self.queueing_before = self.queueing;
