@@ -46,13 +46,26 @@ impl DelayBound {
         DelayBound { tau, share, set: tau, samples: 0, over: 0 }
     }
 
-    /// A report showed packets meeting delay `q` above the fastest delivery.
-    pub fn sample(&mut self, q: Duration) {
+    /// A report showed packets meeting delay `q` above the fastest delivery, of which
+    /// `forced` no window can remove (the paths in use differ by that much with every queue
+    /// empty).
+    ///
+    /// A sample over `τ` lowers the set point only if the bound is within reach, that is if
+    /// the forced part leaves `τ` room for the smallest queue the windows aim at (`τ/4`, the
+    /// floor): beyond that, lowering `s` cannot bring the delay within `τ` and only starves
+    /// the paths (an anti-windup by conditional integration). Two paths 10 and 30 ms one way
+    /// are 20 ms apart with no queue at all: every sample was over τ = 20 ms, the set point
+    /// sat at its floor, and Algorithm 3's growth there (`(s − q)/τ` packets a round trip,
+    /// 0.15 at `s` = 5 ms and `q` = 2 ms) left the 30 ms path at 44 of the 62 packets it
+    /// needs. Such a sample counts as within the bound for the tracker (the set point climbs
+    /// back to `τ`, Algorithm 3 as written) and as over it in [`DelayBound::over_share`].
+    pub fn sample(&mut self, q: Duration, forced: Duration) {
         let over = q.as_secs_f64() > self.tau;
         self.samples += 1;
         self.over += u64::from(over);
         if let Some(share) = self.share {
-            let step = GAIN * self.tau * ((1.0 - share) - f64::from(u8::from(over)));
+            let reachable = forced.as_secs_f64() + FLOOR * self.tau <= self.tau;
+            let step = GAIN * self.tau * ((1.0 - share) - f64::from(u8::from(over && reachable)));
             self.set = (self.set + step).clamp(FLOOR * self.tau, self.tau);
         }
     }
@@ -89,7 +102,7 @@ mod tests {
                 n += 1;
                 over += u32::from(q > 20 * MS);
             }
-            b.sample(q);
+            b.sample(q, Duration::ZERO);
         }
         let share = f64::from(over) / f64::from(n);
         assert!((0.04..0.06).contains(&share), "share over τ {share}");
@@ -103,9 +116,9 @@ mod tests {
         let mut low = DelayBound::new(20 * MS, Some(0.95));
         let mut high = DelayBound::new(20 * MS, Some(0.95));
         for _ in 0..10_000 {
-            lit.sample(100 * MS);
-            low.sample(100 * MS);
-            high.sample(Duration::ZERO);
+            lit.sample(100 * MS, Duration::ZERO);
+            low.sample(100 * MS, Duration::ZERO);
+            high.sample(Duration::ZERO, Duration::ZERO);
         }
         assert_eq!(lit.set_point(), 20 * MS);
         assert_eq!(lit.over_share(), 1.0);
@@ -114,8 +127,24 @@ mod tests {
         assert_eq!(high.over_share(), 0.0);
         for bad in [Some(0.0), Some(1.0), Some(f64::NAN), Some(-1.0)] {
             let mut b = DelayBound::new(20 * MS, bad);
-            b.sample(100 * MS);
+            b.sample(100 * MS, Duration::ZERO);
             assert_eq!(b.set_point(), 20 * MS, "{bad:?} is Algorithm 3 as written");
         }
+    }
+
+    /// Paths whose smallest delays alone differ by more than `τ − τ/4`: no window can bring a
+    /// sample within `τ`, so the samples over it do not lower the set point (they are still
+    /// counted over); 15 ms apart leaves room, and they do.
+    #[test]
+    fn an_unreachable_bound_does_not_wind_the_set_point_down() {
+        let mut far = DelayBound::new(20 * MS, Some(0.95));
+        let mut near = DelayBound::new(20 * MS, Some(0.95));
+        for _ in 0..10_000 {
+            far.sample(22 * MS, 16 * MS);
+            near.sample(22 * MS, 15 * MS);
+        }
+        assert_eq!(far.set_point(), 20 * MS);
+        assert_eq!(far.over_share(), 1.0);
+        assert_eq!(near.set_point(), 5 * MS);
     }
 }

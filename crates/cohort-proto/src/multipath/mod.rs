@@ -332,9 +332,12 @@ impl MpConnection {
     /// delay plus its queueing delay: raw one-way delays of different paths share the two
     /// clocks' offset, so their differences are real time, and the queueing delay is kept
     /// honest against clock drift by the round trip ([`path`]'s `queueing_delay`).
-    fn in_order_delay(&self, now: Instant) -> Duration {
+    ///
+    /// Returns that delay and the part of it no window can remove: the same with every
+    /// queue empty (the longest smallest one-way delay of those paths above the smallest).
+    fn in_order_delay(&self, now: Instant) -> (Duration, Duration) {
         let bases: Vec<Option<u32>> = self.tx.iter().map(PathTx::owd_raw_base).collect();
-        let Some(reference) = bases.iter().flatten().next().copied() else { return Duration::ZERO };
+        let Some(reference) = bases.iter().flatten().next().copied() else { return (Duration::ZERO, Duration::ZERO) };
         // Bases relative to one of them (µs; wrapping-safe while the paths differ by < 35 min).
         let rel = |b: u32| i64::from(b.wrapping_sub(reference) as i32);
         let floor = bases.iter().flatten().map(|&b| rel(b)).min().unwrap_or(0);
@@ -342,15 +345,15 @@ impl MpConnection {
             let lately = t.srtt.unwrap_or(self.cfg.default_rtt).max(Duration::from_millis(10)) * 2;
             t.up && t.last_report.is_some_and(|r| now.saturating_duration_since(r) <= lately)
         };
-        let worst = self
-            .tx
-            .iter()
-            .zip(&bases)
-            .filter(|(t, _)| recent(t))
-            .filter_map(|(t, b)| b.map(|b| rel(b) - floor + t.queueing.as_micros() as i64))
-            .max()
-            .unwrap_or(0);
-        Duration::from_micros(u64::try_from(worst).unwrap_or(0))
+        let (mut worst, mut forced) = (0i64, 0i64);
+        for (t, b) in self.tx.iter().zip(&bases).filter(|(t, _)| recent(t)) {
+            if let Some(b) = b {
+                worst = worst.max(rel(*b) - floor + t.queueing.as_micros() as i64);
+                forced = forced.max(rel(*b) - floor);
+            }
+        }
+        let us = |x: i64| Duration::from_micros(u64::try_from(x).unwrap_or(0));
+        (us(worst), us(forced))
     }
 
     /// A datagram that arrived on path `path`.
@@ -382,7 +385,8 @@ impl MpConnection {
                 // Slow start's overshoot is a transient the set point cannot steer: the
                 // tracker learns the delays of windows under Algorithm 3's law.
                 if newly > 0 && !self.tx[p].slow_start && matches!(growth, Growth::DelayTarget { .. }) {
-                    self.bound.sample(self.in_order_delay(now));
+                    let (delay, forced) = self.in_order_delay(now);
+                    self.bound.sample(delay, forced);
                 }
                 self.signaled[p] = false;
                 if !was_up {
