@@ -527,10 +527,9 @@ impl PathTx {
         self.queueing = Duration::ZERO;
         self.queueing_before = Duration::ZERO;
         self.resync = true;
-        let gamma = self.gamma.iter().copied().fold(f64::INFINITY, f64::min);
         self.relearn = self.owd_first.map(|_| Relearn {
             from_seq: self.next_seq,
-            gamma: if gamma.is_finite() { gamma } else { 0.0 },
+            gamma: self.gamma.iter().copied().reduce(f64::min).unwrap_or(0.0),
             first_report: None,
             owd_rel: i64::MAX,
             rtt: None,
