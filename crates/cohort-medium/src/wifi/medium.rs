@@ -16,6 +16,8 @@ use std::time::Duration;
 
 mod block_ack;
 mod nic_path;
+#[cfg(test)]
+mod tests;
 
 /// Control frame lengths (802.11-2016 9.3.1): RTS 20, CTS 14, compressed BlockAck 32 bytes;
 /// each A-MPDU subframe carries a 4-byte delimiter (9.7.1) and is padded to 4 bytes.
@@ -98,8 +100,14 @@ struct AcState<H> {
     /// Remaining backoff slots, counted from `count_from`.
     backoff: u32,
     count_from: Instant,
-    /// Failed attempts of the head frame so far.
+    /// Failed attempts of the head frame so far (its retry count: at the retry limit it is
+    /// dropped).
     attempts: u8,
+    /// The category's station retry count, QSRC[AC] (802.11-2020 10.23.2.2): failed
+    /// exchanges since its last success, whatever they carried (a BlockAckReq or an ADDBA
+    /// frame too). It sets the contention window, not the fate of any frame: see
+    /// [`Medium::widen_cw`].
+    qsrc: u8,
     stats: AcStats,
     /// Sequence number of the next frame enqueued.
     next_seq: u32,
@@ -183,6 +191,8 @@ struct FirstPpdu {
     mbps: f64,
     /// Bytes of one of its MPDUs, MAC header included.
     mpdu_bytes: usize,
+    /// Whether it is a BlockAckReq.
+    bar: bool,
 }
 
 fn dbm_to_mw(dbm: f64) -> f64 {
@@ -216,6 +226,10 @@ pub struct Medium<H> {
     timed_out: Vec<(usize, usize, Instant)>,
     /// EDCA (QoS) stations decrement once more when interrupted; see `transmit`.
     qos: bool,
+    /// Whether a category keeps counting its backoff after its queue empties (post-backoff)
+    /// and a frame arriving at an empty queue whose backoff has run out goes without one if
+    /// the medium is idle; see [`Medium::with_immediate_access`].
+    immediate_access: bool,
     /// Scratch: MSDUs per MPDU of the PPDU being sent, and which frames got through.
     groups: Vec<usize>,
     ok: Vec<bool>,
@@ -265,6 +279,7 @@ impl<H: Clone> Medium<H> {
                     backoff: 0,
                     count_from: Instant::ZERO,
                     attempts: 0,
+                    qsrc: 0,
                     stats: AcStats::default(),
                     next_seq: 0,
                     ba_peers: Vec::new(),
@@ -292,6 +307,7 @@ impl<H: Clone> Medium<H> {
             timed_out: Vec::new(),
             // A channel whose four categories share one parameter set is legacy DCF.
             qos: !edca.iter().all(|e| *e == edca[0]),
+            immediate_access: false,
             groups: Vec::new(),
             ok: Vec::new(),
             next_tx_cache: std::cell::Cell::new(None),
@@ -387,9 +403,26 @@ impl<H: Clone> Medium<H> {
             Timing::Ns3 => {
                 // Keeps the received powers of `with_preamble_detection`, if already given.
                 let m = if matches!(self.eifs, Eifs::Detected(_)) { self } else { self.with_eifs(false) };
-                m.with_ack_timeout(true).with_cca_delay(NS3_CCA_DELAY).with_msdu_lifetime(Some(NS3_MSDU_LIFETIME))
+                m.with_ack_timeout(true)
+                    .with_cca_delay(NS3_CCA_DELAY)
+                    .with_msdu_lifetime(Some(NS3_MSDU_LIFETIME))
+                    .with_immediate_access(true)
             }
         }
+    }
+
+    /// Post-backoff and immediate access (802.11-2016 10.3.4.2 and 10.22.2.2 a), as ns-3 3.44
+    /// does them: a category draws a backoff whenever it releases the channel, queue empty
+    /// or not (`Txop::NotifyChannelReleased`), and counts it down in idle slots; a frame
+    /// that arrives at its empty queue then waits out what is left of it, or, if it has run
+    /// out, goes at the first slot boundary after AIFS when the medium is idle and after a
+    /// fresh backoff when it is busy (`ChannelAccessManager::NeedBackoffUponAccess`). A
+    /// recipient's ADDBA Response thus goes AIFS after the ADDBA Request's ACK. Off: every
+    /// frame that finds its queue empty draws a fresh backoff (what the `standard` and
+    /// `bianchi` timings keep). On under [`Timing::Ns3`].
+    pub fn with_immediate_access(mut self, on: bool) -> Self {
+        self.immediate_access = on;
+        self
     }
 
     /// A TXOP holder that has no more frames to fit in its TXOP limit truncates the TXOP
@@ -481,7 +514,6 @@ impl<H: Clone> Medium<H> {
             Dest::Unicast(d) if d == station => return Err(MediumError::SelfAddressed(d)),
             _ => {}
         }
-        let start = self.contention_start(ac.index(), now);
         let depth = self.stations[station].cfg.queue_depth;
         let s = &mut self.stations[station].acs[ac.index()];
         s.stats.enqueued += 1;
@@ -505,14 +537,39 @@ impl<H: Clone> Medium<H> {
         s.queue.push_back(Frame { handle, dest, bytes, seq, ticket: 0, enqueued: now, sent: false });
         s.stats.max_queue = s.stats.max_queue.max(s.queue.len());
         if was_empty {
-            self.next_tx_cache.set(None);
-            // A frame arriving at an idle queue starts a fresh backoff (no immediate access;
-            // ns-3 and most drivers behave alike under load).
-            s.count_from = start;
-            s.attempts = 0;
-            self.draw_backoff(station, ac.index());
+            let start = self.contention_start(ac.index(), now);
+            self.start_contending(station, ac.index(), now, start, self.busy_until <= now);
         }
         Ok(())
+    }
+
+    /// A category whose queue was empty has work again at `now`: it counts its backoff from
+    /// `start` (the first slot boundary after AIFS), a fresh one, or, with
+    /// [`Medium::with_immediate_access`], what is left of its post-backoff, none if that has
+    /// run out and the medium is `idle`.
+    pub(super) fn start_contending(&mut self, st: usize, ac: usize, now: Instant, start: Instant, idle: bool) {
+        self.next_tx_cache.set(None);
+        let slot = self.phy.slot.as_nanos().max(1);
+        let qos = u32::from(self.qos);
+        let s = &mut self.stations[st].acs[ac];
+        s.attempts = 0;
+        if self.immediate_access && s.backoff > 0 && s.count_from <= now {
+            // The idle slots since its AIFS ended (and the boundary that ended it).
+            let slots = u32::try_from((now - s.count_from).as_nanos() / slot).unwrap_or(u32::MAX);
+            s.backoff = s.backoff.saturating_sub(slots.saturating_add(qos));
+        }
+        s.count_from = start;
+        if !self.immediate_access || (s.backoff == 0 && !idle) {
+            self.draw_backoff(st, ac);
+        }
+    }
+
+    /// After `(st, ac)` used the channel: a new backoff if it has more to send, or, with
+    /// [`Medium::with_immediate_access`], in any case (post-backoff).
+    pub(super) fn release(&mut self, st: usize, ac: usize) {
+        if self.immediate_access || self.stations[st].acs[ac].has_work() {
+            self.draw_backoff(st, ac);
+        }
     }
 
     /// Where a category that starts contending at `now` counts its backoff from: backoff
@@ -611,6 +668,7 @@ impl<H: Clone> Medium<H> {
             to,
             mbps: basic,
             mpdu_bytes: bytes,
+            bar: false,
         };
         if !s.addba_resp.is_empty() {
             return control(ADDBA_RESPONSE_BYTES, None);
@@ -622,7 +680,7 @@ impl<H: Clone> Medium<H> {
         };
         let t = self.tx_time(st, ac).unwrap_or(Instant::ZERO);
         if let Some(to) = s.bar_pending {
-            control(BLOCK_ACK_REQ_BYTES, Some(to))
+            FirstPpdu { bar: true, ..control(BLOCK_ACK_REQ_BYTES, Some(to)) }
         } else if let Some(to) = self.needs_addba(st, ac, t) {
             control(ADDBA_REQUEST_BYTES, Some(to))
         } else if self.uses_rts(st, f) {
@@ -637,6 +695,7 @@ impl<H: Clone> Medium<H> {
                 to: dest,
                 mbps: if dest.is_some() { self.rate(st) } else { basic },
                 mpdu_bytes: f.bytes + self.mac_overhead(),
+                bar: false,
             }
         }
     }
@@ -713,6 +772,11 @@ impl<H: Clone> Medium<H> {
                         && self.expire(st, ac, t) > 0
                         && !self.stations[st].acs[ac].has_work()
                     {
+                        // The access it won goes unused: it releases the channel with a
+                        // new backoff (ns-3's `Txop::NotifyChannelReleased`), counted from
+                        // the next slot.
+                        self.release(st, ac);
+                        self.stations[st].acs[ac].count_from = t + self.phy.slot;
                         continue;
                     }
                     due[n] = ac;
@@ -762,7 +826,8 @@ impl<H: Clone> Medium<H> {
             }
             for (i, &(st, ac)) in on_air.iter().enumerate() {
                 if Some(i) != winner {
-                    self.failed(st, ac, start[i] + first[i].air, true);
+                    let miss = if first[i].bar { Miss::Bar } else { Miss::Data };
+                    self.failed(st, ac, start[i] + first[i].air, miss);
                 }
             }
             busy_end = match winner {
@@ -776,7 +841,7 @@ impl<H: Clone> Medium<H> {
         }
         let eifs_extra = self.phy.eifs() - self.phy.difs();
         for (st, ac) in internal {
-            self.failed(st, ac, end, false);
+            self.failed(st, ac, end, Miss::Internal);
         }
         self.airtime_busy += busy_end - t;
         // Everyone else froze at `t` and resumes counting after the busy period and its AIFS.
@@ -796,7 +861,9 @@ impl<H: Clone> Medium<H> {
             for ac in 0..4 {
                 let aifs = self.phy.aifs(self.edca[ac].aifsn);
                 let s = &mut self.stations[st].acs[ac];
-                if !s.has_work() {
+                // Idle categories go on counting a post-backoff (with immediate access).
+                let counting = s.has_work() || (self.immediate_access && s.backoff > 0);
+                if !counting {
                     continue;
                 }
                 if s.count_from <= t && !started.contains(&(st, ac)) {
@@ -918,7 +985,7 @@ impl<H: Clone> Medium<H> {
                         if agg.mpdus > 1 {
                             self.stations[st].acs[ac].bar_pending = Some(to);
                         }
-                        self.failed(st, ac, end, true);
+                        self.failed(st, ac, end, Miss::Data);
                         return if self.ack_timeout { end } else { end + self.phy.sifs + response };
                     }
                     at = end + self.phy.sifs + response;
@@ -942,7 +1009,7 @@ impl<H: Clone> Medium<H> {
                     if retry {
                         // The block ack came back: no timeout, but the window doubles.
                         self.groups = groups;
-                        self.failed(st, ac, at, false);
+                        self.failed(st, ac, at, Miss::PartialBa);
                         return at;
                     }
                 }
@@ -976,9 +1043,7 @@ impl<H: Clone> Medium<H> {
             at += self.phy.sifs + cf_end;
             self.nav = None;
         }
-        if self.stations[st].acs[ac].has_work() {
-            self.draw_backoff(st, ac);
-        }
+        self.release(st, ac);
         at
     }
 
@@ -1007,17 +1072,41 @@ impl<H: Clone> Medium<H> {
     }
 
     /// Discards the expired frames at the front of `(st, ac)`'s queue (frames are in
-    /// enqueue order there, retransmissions first); returns how many.
+    /// enqueue order there, retransmissions first) and returns how many. MPDUs in flight
+    /// (sent in an A-MPDU whose block ack was missed, their BlockAckReq not yet answered)
+    /// stay: ns-3's `WifiMacQueue` skips in-flight MPDUs when it removes expired ones, and
+    /// looks at their lifetime only when the BlockAckReq fails or its block ack comes
+    /// ([`Medium::expire_in_flight`]).
     fn expire(&mut self, st: usize, ac: usize, now: Instant) -> usize {
+        self.drop_expired(st, ac, now, false)
+    }
+
+    /// Discards the sent frames of `(st, ac)` whose lifetime has run out, in flight or not
+    /// (ns-3's `BlockAckManager::HandleInFlightMpdu` when a block ack comes or a
+    /// BlockAckReq fails); the recipient's window then needs a BlockAckReq.
+    fn expire_in_flight(&mut self, st: usize, ac: usize, now: Instant) -> usize {
+        self.drop_expired(st, ac, now, true)
+    }
+
+    fn drop_expired(&mut self, st: usize, ac: usize, now: Instant, in_flight: bool) -> usize {
         let Some(life) = self.msdu_lifetime else { return 0 };
         let mut dropped = 0;
-        while let Some(f) = self.stations[st].acs[ac].queue.front()
-            && now.saturating_duration_since(f.enqueued) > life
-        {
-            let Some(f) = self.stations[st].acs[ac].queue.pop_front() else { break };
+        let mut i = 0;
+        loop {
             let s = &mut self.stations[st].acs[ac];
+            let Some(f) = s.queue.get(i) else { break };
+            if (in_flight && !f.sent) || now.saturating_duration_since(f.enqueued) <= life {
+                break;
+            }
+            if !in_flight && f.sent && s.bar_pending.is_some() {
+                i += 1;
+                continue;
+            }
+            let Some(f) = s.queue.remove(i) else { break };
             s.stats.lifetime_drops += 1;
-            s.attempts = 0;
+            if i == 0 {
+                s.attempts = 0;
+            }
             dropped += 1;
             if let (true, Dest::Unicast(to)) = (f.sent, f.dest)
                 && s.bar_pending.is_none()
@@ -1048,24 +1137,50 @@ impl<H: Clone> Medium<H> {
         s.stats.bytes_sent += bytes as u64;
         let attempts = s.attempts.saturating_add(1);
         s.attempts = 0;
-        s.cw = self.edca[ac].cw_min;
+        self.reset_cw(st, ac);
         self.emit(MediumEvent::Sent { station: st, ac: Ac::ALL[ac], handle, at, attempts });
     }
 
-    /// A collision, a corrupted frame or an internal collision: double the window and retry,
-    /// or drop. `end` is when the failed PPDU ended; `awaited_ack` when the sender learns of
-    /// the failure only by its ACK timeout.
-    fn failed(&mut self, st: usize, ac: usize, end: Instant, awaited_ack: bool) {
-        let cfg = self.stations[st].cfg;
+    /// The contention window after a success: CWmin, and the station retry count back to 0.
+    pub(super) fn reset_cw(&mut self, st: usize, ac: usize) {
+        let s = &mut self.stations[st].acs[ac];
+        s.cw = self.edca[ac].cw_min;
+        s.qsrc = 0;
+    }
+
+    /// The contention window after a failed exchange (802.11-2020 10.23.2.2, as ns-3 3.44's
+    /// `Txop::UpdateFailedCw`): while the station retry count QSRC is below the retry limit
+    /// it grows by one and CW becomes min(CWmax, 2^QSRC (CWmin + 1) − 1); at the limit both
+    /// go back to the start. The count spans frames (a BlockAckReq that fails after a failed
+    /// A-MPDU widens the window further) and only a success resets it; dropping a frame at
+    /// its own retry limit does not.
+    fn widen_cw(&mut self, st: usize, ac: usize, limit: u8) {
         let params = self.edca[ac];
+        let s = &mut self.stations[st].acs[ac];
+        if limit == u8::MAX || s.qsrc < limit {
+            s.qsrc = s.qsrc.saturating_add(1);
+            let cw = (u64::from(params.cw_min) + 1) << u32::from(s.qsrc).min(32);
+            s.cw = cw.saturating_sub(1).min(u64::from(params.cw_max)) as u16;
+        } else {
+            s.qsrc = 0;
+            s.cw = params.cw_min;
+        }
+    }
+
+    /// An exchange of `(st, ac)` that went wrong (`miss` says how): widen the window, count
+    /// a retry of the head frame (or drop it), and back off. `end` is when the failed PPDU
+    /// ended.
+    fn failed(&mut self, st: usize, ac: usize, end: Instant, miss: Miss) {
+        let cfg = self.stations[st].cfg;
         let long = self.stations[st].acs[ac].queue.front().is_some_and(|f| self.uses_rts(st, f));
         let limit = if long { cfg.long_retry_limit } else { cfg.short_retry_limit };
+        let awaited_ack = matches!(miss, Miss::Data | Miss::Bar);
         let s = &mut self.stations[st].acs[ac];
         if !s.addba_resp.is_empty() || s.queue.is_empty() {
             // A management frame (ADDBA Response) failed: retried without limit.
             if s.has_work() {
                 s.stats.collisions += 1;
-                s.cw = (2 * u32::from(s.cw) + 1).min(u32::from(params.cw_max)) as u16;
+                self.widen_cw(st, ac, limit);
                 if self.ack_timeout && awaited_ack {
                     self.timed_out.push((st, ac, end));
                 }
@@ -1074,36 +1189,61 @@ impl<H: Clone> Medium<H> {
             return;
         }
         let Some(front) = s.queue.front() else { return };
-        s.stats.collisions += 1;
         let broadcast = front.dest == Dest::Broadcast;
-        s.attempts = s.attempts.saturating_add(1);
-        let drop = if broadcast {
-            Some(DropReason::BroadcastCollision)
-        } else if limit != u8::MAX && s.attempts >= limit {
-            Some(DropReason::RetryLimit)
+        s.stats.collisions += 1;
+        if miss == Miss::Bar {
+            // A BlockAckReq counts against no frame: it is sent again as long as an MPDU in
+            // flight is still alive (ns-3's `NeedBarRetransmission`); those whose lifetime ran
+            // out while it was awaited leave now.
+            self.widen_cw(st, ac, limit);
+            self.expire_in_flight(st, ac, end);
         } else {
-            None
-        };
-        match drop {
-            Some(reason) => {
+            s.attempts = s.attempts.saturating_add(1);
+            let drop = if broadcast {
+                Some(DropReason::BroadcastCollision)
+            } else if limit != u8::MAX && s.attempts >= limit {
+                Some(DropReason::RetryLimit)
+            } else {
+                None
+            };
+            if let Some(reason) = drop {
                 if reason == DropReason::RetryLimit {
                     s.stats.retry_drops += 1;
                 }
                 s.attempts = 0;
-                s.cw = params.cw_min;
                 if let Some(f) = s.queue.pop_front() {
                     self.emit(MediumEvent::Dropped { station: st, ac: Ac::ALL[ac], handle: f.handle, at: end, reason });
                 }
             }
-            None => s.cw = (2 * u32::from(s.cw) + 1).min(u32::from(params.cw_max)) as u16,
+            match (broadcast, miss) {
+                // Nobody acknowledges a broadcast, so its sender never learns it collided.
+                (true, _) => self.reset_cw(st, ac),
+                // A block ack came back: a success for the window, if not for every MPDU
+                // (ns-3's `HtFrameExchangeManager::ReceiveMpdu` resets CW on any block ack).
+                (false, Miss::PartialBa) => self.reset_cw(st, ac),
+                _ => self.widen_cw(st, ac, limit),
+            }
         }
         if self.ack_timeout && awaited_ack && !broadcast {
             self.timed_out.push((st, ac, end));
         }
-        if self.stations[st].acs[ac].has_work() {
-            self.draw_backoff(st, ac);
-        }
+        self.release(st, ac);
     }
+}
+
+/// How an exchange went wrong, for [`Medium::failed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Miss {
+    /// No acknowledgement came back for a data frame, an A-MPDU or a management frame:
+    /// the sender learns it at its ACK timeout.
+    Data,
+    /// No block ack came back for a BlockAckReq.
+    Bar,
+    /// A block ack came back but left MPDUs unacknowledged.
+    PartialBa,
+    /// Another category of the same station won the same slot (10.22.2.4): nothing went on
+    /// the air.
+    Internal,
 }
 
 /// The first instant at or after `t` on the slot grid through `anchor` (which may lie before

@@ -13,14 +13,17 @@ impl<H: Clone> Medium<H> {
     /// window. Returns when the medium is free again.
     pub(super) fn block_ack_req(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
         let air = self.phy.legacy_duration(BLOCK_ACK_REQ_BYTES, self.phy.basic_mbps);
-        let cw_min = self.edca[ac].cw_min;
+        let end = t + air + self.phy.sifs + self.response(2);
         let s = &mut self.stations[st].acs[ac];
         s.stats.attempts += 1;
         s.stats.airtime += air;
         s.bar_pending = None;
-        s.cw = cw_min;
-        self.draw_backoff(st, ac);
-        t + air + self.phy.sifs + self.response(2)
+        self.reset_cw(st, ac);
+        // The MPDUs it covered are no longer in flight: those whose lifetime ran out while
+        // they were leave, and move the window by another BlockAckReq.
+        self.expire_in_flight(st, ac, end);
+        self.release(st, ac);
+        end
     }
 
     /// The agreement of `(st, ac)` with recipient `to` at `now`.
@@ -59,18 +62,19 @@ impl<H: Clone> Medium<H> {
         s.stats.airtime += air;
         s.ba_peers.retain(|p| p.0 != to);
         s.ba_peers.push((to, Some(end + ADDBA_RESPONSE_TIMEOUT)));
+        // An acknowledged MMPDU is a success (ns-3: `ReceivedNormalAck` resets CW).
+        self.reset_cw(st, ac);
         self.draw_backoff(st, ac);
         // The recipient queues the response (replacing an older one to the same originator)
         // and, if it had nothing to send, starts contending.
+        // ns-3 queues it when the ACK has gone, with the medium idle.
         let aifs = self.phy.aifs(self.edca[ac].aifsn);
         let r = &mut self.stations[to].acs[ac];
         let idle = !r.has_work();
         r.addba_resp.retain(|&o| o != st);
         r.addba_resp.push_back(st);
         if idle {
-            r.count_from = end + aifs;
-            r.attempts = 0;
-            self.draw_backoff(to, ac);
+            self.start_contending(to, ac, end, end + aifs, true);
         }
         end
     }
@@ -82,19 +86,16 @@ impl<H: Clone> Medium<H> {
     pub(super) fn addba_response(&mut self, st: usize, ac: usize, t: Instant) -> Instant {
         let air = self.phy.legacy_duration(ADDBA_RESPONSE_BYTES, self.phy.basic_mbps);
         let end = t + air + self.phy.sifs + self.phy.ack_duration();
-        let cw_min = self.edca[ac].cw_min;
+        self.reset_cw(st, ac);
         let s = &mut self.stations[st].acs[ac];
         s.stats.attempts += 1;
         s.stats.airtime += air;
-        s.cw = cw_min;
         if let Some(orig) = s.addba_resp.pop_front()
             && let Some(p) = self.stations[orig].acs[ac].ba_peers.iter_mut().find(|p| p.0 == st)
         {
             p.1 = None;
         }
-        if self.stations[st].acs[ac].has_work() {
-            self.draw_backoff(st, ac);
-        }
+        self.release(st, ac);
         end
     }
 

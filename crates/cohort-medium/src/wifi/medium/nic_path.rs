@@ -114,9 +114,7 @@ impl<H: Clone> Medium<H> {
                 s.queue.push_back(f);
             }
             if !was && s.has_work() {
-                s.count_from = start;
-                s.attempts = 0;
-                self.draw_backoff(st, ac);
+                self.start_contending(st, ac, now, start, self.busy_until <= now);
             }
         }
         self.next_tx_cache.set(None);
