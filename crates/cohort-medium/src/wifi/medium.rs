@@ -108,6 +108,8 @@ struct AcState<H> {
     /// frame too). It sets the contention window, not the fate of any frame: see
     /// [`Medium::widen_cw`].
     qsrc: u8,
+    /// Failed attempts of the ADDBA Response at the head of `addba_resp`.
+    resp_attempts: u8,
     stats: AcStats,
     /// Sequence number of the next frame enqueued.
     next_seq: u32,
@@ -280,6 +282,7 @@ impl<H: Clone> Medium<H> {
                     count_from: Instant::ZERO,
                     attempts: 0,
                     qsrc: 0,
+                    resp_attempts: 0,
                     stats: AcStats::default(),
                     next_seq: 0,
                     ba_peers: Vec::new(),
@@ -1177,14 +1180,22 @@ impl<H: Clone> Medium<H> {
         let awaited_ack = matches!(miss, Miss::Data | Miss::Bar);
         let s = &mut self.stations[st].acs[ac];
         if !s.addba_resp.is_empty() || s.queue.is_empty() {
-            // A management frame (ADDBA Response) failed: retried without limit.
+            // An ADDBA Response failed: an MMPDU, retried up to the retry limit like any
+            // frame and then dropped (ns-3's `DropMpduIfRetryLimitReached`); the originator
+            // then runs into its response timeout and asks again later.
             if s.has_work() {
                 s.stats.collisions += 1;
+                s.resp_attempts = s.resp_attempts.saturating_add(1);
+                if limit != u8::MAX && s.resp_attempts >= limit {
+                    s.addba_resp.pop_front();
+                    s.resp_attempts = 0;
+                    s.stats.retry_drops += 1;
+                }
                 self.widen_cw(st, ac, limit);
                 if self.ack_timeout && awaited_ack {
                     self.timed_out.push((st, ac, end));
                 }
-                self.draw_backoff(st, ac);
+                self.release(st, ac);
             }
             return;
         }

@@ -8,7 +8,11 @@
 //! slot collide: all their frames are lost and each doubles its contention window. Within a
 //! station, the highest access category wins an internal collision and the others back off as
 //! if they had collided. A unicast frame is acknowledged after SIFS, retried up to the retry
-//! limit, and may fail by the receiver's frame error rate (retried like a collision). Broadcast
+//! limit, and may fail by the receiver's frame error rate (retried like a collision). The
+//! window follows the category's station retry count (802.11-2020 10.23.2.2, QSRC): it doubles
+//! with each failed exchange, whatever it carried, goes back to CWmin at the failure after the
+//! retry limit and at every success (a block ack, even one that reports lost MPDUs, an
+//! acknowledged ADDBA Request), and not when a frame is dropped at its own limit. Broadcast
 //! frames go at the basic rate, unacknowledged, never retried. A won TXOP lets the winner send
 //! further frames of the same category after SIFS while they fit in the TXOP limit.
 //!
@@ -20,7 +24,10 @@
 //! A-MPDU fits the block-ack window, its byte limit, the PHY's longest PPDU and what is left
 //! of the TXOP (a later A-MPDU of a TXOP shrinks to fit), carries per-MPDU errors and gets a
 //! block ack; lost MPDUs are retried (delivered ones may arrive before them), and a lost
-//! A-MPDU costs a BlockAckReq exchange in the next access first. TXOPs truncated by CF-End
+//! A-MPDU costs a BlockAckReq exchange in the next access first (retried for as long as an
+//! MPDU it covers is alive, and counted against no frame; MPDUs in flight outlive their MSDU
+//! lifetime until its block ack comes, and those that died meanwhile cost another BlockAckReq,
+//! as in ns-3's `BlockAckManager`). TXOPs truncated by CF-End
 //! (a TXOP that ends early without one leaves everyone but its holder waiting for the NAV its
 //! frames set, to the end of the TXOP limit), and on the channel a
 //! propagation delay, EIFS after collisions and ACK timeouts for failed senders (both off by
@@ -33,7 +40,9 @@
 //! the scenario's defaults follow them: ns-3 configures 802.11-2020's EDCA defaults
 //! ([`EdcaTable::Ieee2020`], AC_VO TXOP limit 2.080 ms: six frames per access, not four);
 //! its CF-End goes at 6 Mbit/s; and bystanders of a collision between stations within a
-//! metre of each other detect no preamble, so they wait AIFS, not EIFS.
+//! metre of each other detect no preamble, so they wait AIFS, not EIFS. The preset also
+//! keeps ns-3's post-backoff and immediate access ([`Medium::with_immediate_access`]), which
+//! sends a recipient's ADDBA Response AIFS after the request's ACK.
 //!
 //! # NIC profiles: what a frame waits for inside the card
 //!

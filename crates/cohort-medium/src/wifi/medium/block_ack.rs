@@ -71,6 +71,10 @@ impl<H: Clone> Medium<H> {
         let aifs = self.phy.aifs(self.edca[ac].aifsn);
         let r = &mut self.stations[to].acs[ac];
         let idle = !r.has_work();
+        if r.addba_resp.front() == Some(&st) {
+            // A new response replaces the one being retried: its count starts afresh.
+            r.resp_attempts = 0;
+        }
         r.addba_resp.retain(|&o| o != st);
         r.addba_resp.push_back(st);
         if idle {
@@ -90,6 +94,7 @@ impl<H: Clone> Medium<H> {
         let s = &mut self.stations[st].acs[ac];
         s.stats.attempts += 1;
         s.stats.airtime += air;
+        s.resp_attempts = 0;
         if let Some(orig) = s.addba_resp.pop_front()
             && let Some(p) = self.stations[orig].acs[ac].ba_peers.iter_mut().find(|p| p.0 == st)
         {

@@ -135,3 +135,19 @@ fn a_frame_at_an_idle_medium_goes_without_backoff() {
     let standard: Vec<_> = (1..=20).map(|seed| first_and_second_tx(Timing::Standard, seed)).collect();
     assert!(standard.iter().any(|r| r.0 != standard[0].0), "a fresh backoff: {standard:?}");
 }
+
+/// An ADDBA Response is an MMPDU: retried up to the retry limit, then dropped, and the
+/// recipient stops contending for it.
+#[test]
+fn an_addba_response_is_dropped_at_the_retry_limit() {
+    let t = Instant::ZERO + Duration::from_millis(1);
+    let mut m = pair(Timing::Standard, 0, Instant::ZERO);
+    m.stations[1].acs[BE].addba_resp.push_back(0);
+    for i in 1..=7 {
+        assert_eq!(m.stations[1].acs[BE].addba_resp.len(), 1, "attempt {i}");
+        m.failed(1, BE, t, Miss::Data);
+    }
+    let r = &m.stations[1].acs[BE];
+    assert!(r.addba_resp.is_empty() && !r.has_work());
+    assert_eq!((r.stats.retry_drops, r.resp_attempts), (1, 0));
+}
