@@ -1010,7 +1010,7 @@ impl<H: Clone> Medium<H> {
                         self.stations[st].acs[ac].queue.push_front(f);
                     }
                     if retry {
-                        // The block ack came back: no timeout, but the window doubles.
+                        // The block ack came back: no timeout, and a success for the window.
                         self.groups = groups;
                         self.failed(st, ac, at, Miss::PartialBa);
                         return at;

@@ -65,9 +65,9 @@ impl<H: Clone> Medium<H> {
         // An acknowledged MMPDU is a success (ns-3: `ReceivedNormalAck` resets CW).
         self.reset_cw(st, ac);
         self.draw_backoff(st, ac);
-        // The recipient queues the response (replacing an older one to the same originator)
-        // and, if it had nothing to send, starts contending.
-        // ns-3 queues it when the ACK has gone, with the medium idle.
+        // The recipient queues the response when the ACK has gone, the medium idle
+        // (replacing an older one to the same originator) and, if it had nothing to send,
+        // starts contending.
         let aifs = self.phy.aifs(self.edca[ac].aifsn);
         let r = &mut self.stations[to].acs[ac];
         let idle = !r.has_work();
