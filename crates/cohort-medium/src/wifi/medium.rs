@@ -108,8 +108,10 @@ struct AcState<H> {
     /// frame too). It sets the contention window, not the fate of any frame: see
     /// [`Medium::widen_cw`].
     qsrc: u8,
-    /// Failed attempts of the ADDBA Response at the head of `addba_resp`.
+    /// Failed attempts of the ADDBA Response at the head of `addba_resp`, and of the
+    /// category's ADDBA Request.
     resp_attempts: u8,
+    req_attempts: u8,
     stats: AcStats,
     /// Sequence number of the next frame enqueued.
     next_seq: u32,
@@ -195,6 +197,8 @@ struct FirstPpdu {
     mpdu_bytes: usize,
     /// Whether it is a BlockAckReq.
     bar: bool,
+    /// Whether it is an ADDBA Request (to `to`).
+    addba: bool,
 }
 
 fn dbm_to_mw(dbm: f64) -> f64 {
@@ -283,6 +287,7 @@ impl<H: Clone> Medium<H> {
                     attempts: 0,
                     qsrc: 0,
                     resp_attempts: 0,
+                    req_attempts: 0,
                     stats: AcStats::default(),
                     next_seq: 0,
                     ba_peers: Vec::new(),
@@ -672,6 +677,7 @@ impl<H: Clone> Medium<H> {
             mbps: basic,
             mpdu_bytes: bytes,
             bar: false,
+            addba: false,
         };
         if !s.addba_resp.is_empty() {
             return control(ADDBA_RESPONSE_BYTES, None);
@@ -685,7 +691,7 @@ impl<H: Clone> Medium<H> {
         if let Some(to) = s.bar_pending {
             FirstPpdu { bar: true, ..control(BLOCK_ACK_REQ_BYTES, Some(to)) }
         } else if let Some(to) = self.needs_addba(st, ac, t) {
-            control(ADDBA_REQUEST_BYTES, Some(to))
+            FirstPpdu { addba: true, ..control(ADDBA_REQUEST_BYTES, Some(to)) }
         } else if self.uses_rts(st, f) {
             control(RTS_BYTES, dest)
         } else {
@@ -699,6 +705,7 @@ impl<H: Clone> Medium<H> {
                 mbps: if dest.is_some() { self.rate(st) } else { basic },
                 mpdu_bytes: f.bytes + self.mac_overhead(),
                 bar: false,
+                addba: false,
             }
         }
     }
@@ -829,7 +836,11 @@ impl<H: Clone> Medium<H> {
             }
             for (i, &(st, ac)) in on_air.iter().enumerate() {
                 if Some(i) != winner {
-                    let miss = if first[i].bar { Miss::Bar } else { Miss::Data };
+                    let miss = match (first[i].bar, first[i].addba, first[i].to) {
+                        (true, _, _) => Miss::Bar,
+                        (_, true, Some(to)) => Miss::AddbaRequest(to),
+                        _ => Miss::Data,
+                    };
                     self.failed(st, ac, start[i] + first[i].air, miss);
                 }
             }
@@ -1177,7 +1188,7 @@ impl<H: Clone> Medium<H> {
         let cfg = self.stations[st].cfg;
         let long = self.stations[st].acs[ac].queue.front().is_some_and(|f| self.uses_rts(st, f));
         let limit = if long { cfg.long_retry_limit } else { cfg.short_retry_limit };
-        let awaited_ack = matches!(miss, Miss::Data | Miss::Bar);
+        let awaited_ack = matches!(miss, Miss::Data | Miss::Bar | Miss::AddbaRequest(_));
         let s = &mut self.stations[st].acs[ac];
         if !s.addba_resp.is_empty() || s.queue.is_empty() {
             // An ADDBA Response failed: an MMPDU, retried up to the retry limit like any
@@ -1208,6 +1219,18 @@ impl<H: Clone> Medium<H> {
             // out while it was awaited leave now.
             self.widen_cw(st, ac, limit);
             self.expire_in_flight(st, ac, end);
+        } else if let Miss::AddbaRequest(to) = miss {
+            // An ADDBA Request is an MMPDU with a retry count of its own, not the data
+            // frame's: at the retry limit it is dropped and the originator sends single MPDUs
+            // until the failed agreement resets (ns-3: `NotifyOriginatorAgreementNoReply`,
+            // then `ResetBa` after `FailedAddBaTimeout`).
+            s.req_attempts = s.req_attempts.saturating_add(1);
+            if limit != u8::MAX && s.req_attempts >= limit {
+                s.req_attempts = 0;
+                s.ba_peers.retain(|p| p.0 != to);
+                s.ba_peers.push((to, Some(end)));
+            }
+            self.widen_cw(st, ac, limit);
         } else {
             s.attempts = s.attempts.saturating_add(1);
             let drop = if broadcast {
@@ -1250,6 +1273,8 @@ enum Miss {
     Data,
     /// No block ack came back for a BlockAckReq.
     Bar,
+    /// No ACK came back for an ADDBA Request to this recipient.
+    AddbaRequest(usize),
     /// A block ack came back but left MPDUs unacknowledged.
     PartialBa,
     /// Another category of the same station won the same slot (10.22.2.4): nothing went on

@@ -20,7 +20,9 @@
 //! such frames use the long retry limit), A-MPDU and A-MSDU aggregation with per-category
 //! limits ([`Aggregation`]: ns-3 3.44's defaults on HT/VHT, AC_BE and AC_VI only), under a
 //! block-ack agreement set up as ns-3 does it (an ADDBA Request in the originator's access,
-//! the Response in the recipient's own, 5 ms to wait for it, single MPDUs meanwhile); an
+//! the Response in the recipient's own, 5 ms to wait for it, single MPDUs meanwhile; either
+//! frame is dropped at the retry limit, and an originator without a response sends single
+//! MPDUs for 200 ms before it asks again); an
 //! A-MPDU fits the block-ack window, its byte limit, the PHY's longest PPDU and what is left
 //! of the TXOP (a later A-MPDU of a TXOP shrinks to fit), carries per-MPDU errors and gets a
 //! block ack; lost MPDUs are retried (delivered ones may arrive before them), and a lost

@@ -60,6 +60,7 @@ impl<H: Clone> Medium<H> {
         let s = &mut self.stations[st].acs[ac];
         s.stats.attempts += 1;
         s.stats.airtime += air;
+        s.req_attempts = 0;
         s.ba_peers.retain(|p| p.0 != to);
         s.ba_peers.push((to, Some(end + ADDBA_RESPONSE_TIMEOUT)));
         // An acknowledged MMPDU is a success (ns-3: `ReceivedNormalAck` resets CW).

@@ -151,3 +151,22 @@ fn an_addba_response_is_dropped_at_the_retry_limit() {
     assert!(r.addba_resp.is_empty() && !r.has_work());
     assert_eq!((r.stats.retry_drops, r.resp_attempts), (1, 0));
 }
+
+/// An ADDBA Request that is never acknowledged counts against no data frame: after the retry
+/// limit the originator gives up on the agreement for a while and sends single MPDUs.
+#[test]
+fn a_failed_addba_request_falls_back_to_single_mpdus() {
+    let t = Instant::ZERO + Duration::from_millis(1);
+    let mut m = pair(Timing::Standard, 3, Instant::ZERO);
+    m.stations[0].acs[BE].ba_peers.clear();
+    assert_eq!(m.needs_addba(0, BE, t), Some(1));
+    for _ in 0..7 {
+        m.failed(0, BE, t, Miss::AddbaRequest(1));
+    }
+    assert_eq!(drops(&mut m, t), [], "no data frame pays for it");
+    assert_eq!(m.stations[0].acs[BE].attempts, 0);
+    assert_eq!(m.ba_view(0, BE, 1, t), BaView::NoReply);
+    assert_eq!(m.needs_addba(0, BE, t), None, "single MPDUs meanwhile");
+    let later = t + FAILED_ADDBA_TIMEOUT + Duration::from_millis(1);
+    assert_eq!(m.needs_addba(0, BE, later), Some(1), "then it asks again");
+}
