@@ -369,9 +369,12 @@ def plot_group(report: dict[str, Any], out: Path) -> None:
     ax.legend(fontsize=7)
     s = report["summary"]
     fig.suptitle(
-        f"GCBRR at {s.get('nodes')} nodes: throughput x{s.get('throughput_ratio_vs_tcp')} TCP, "
-        f"x{s.get('throughput_ratio_vs_rup')} RUP, x{s.get('throughput_ratio_vs_zenoh')} Zenoh; "
-        f"airtime efficiency {s.get('airtime_efficiency')}; fail-over {s.get('failover_ms')} ms"
+        f"GCBRR at {s.get('nodes')} nodes: throughput x{s.get('throughput_ratio_vs_tcp')} TCP-SEQ "
+        f"(floors allow x{s.get('floor_ratio_vs_tcp')}), x{s.get('throughput_ratio_vs_rup')} RUP, "
+        f"x{s.get('throughput_ratio_vs_zenoh')} Zenoh; airtime efficiency {s.get('airtime_efficiency')}; "
+        f"with frame errors x{s.get('throughput_ratio_vs_tcp_fer')} TCP-SEQ, "
+        f"efficiency {s.get('airtime_efficiency_fer')}; fail-over {s.get('failover_ms')} ms",
+        fontsize=9,
     )
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -291,6 +291,10 @@ struct GroupArgs {
     /// them in even-numbered ones); figures are their means with 95% intervals.
     #[arg(long, default_value_t = 3)]
     reps: usize,
+    /// Frame error rate of every station in a second request-reply pass at the largest size
+    /// (GCBRR, TCP-SEQ, TCP-PAR); 0 skips it.
+    #[arg(long, default_value_t = 0.05)]
+    fer: f64,
     /// Write the figures here, and the JSON next to it (`.json`).
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -879,15 +883,6 @@ fn transport(a: &TransportArgs) -> Result<ExitCode, BenchError> {
 fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
     need_root("group")?;
     use cohort_bench::group::GroupParams;
-    if a.sizes.is_empty() || a.sizes.iter().any(|&n| !(2..=64).contains(&n)) {
-        return Err(BenchError::Invalid("--sizes: each in 2..=64".into()));
-    }
-    if a.join_from.iter().any(|&n| !(1..12).contains(&n)) {
-        return Err(BenchError::Invalid("--join-from: each in 1..12".into()));
-    }
-    if a.interactions == 0 || a.polls == 0 || a.reps == 0 || !(1..=60_000).contains(&a.payload) {
-        return Err(BenchError::Invalid("--interactions, --polls, --reps positive; --payload in 1..=60000".into()));
-    }
     let p = GroupParams {
         sizes: a.sizes.clone(),
         interactions: a.interactions,
@@ -897,8 +892,10 @@ fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
         failovers: a.failovers,
         reps: a.reps,
         zenoh: !a.no_zenoh,
+        fer: a.fer,
         ..GroupParams::default()
     };
+    p.validate().map_err(BenchError::Invalid)?;
     let progress = Progress::new("group", a.json);
     let r = cohort_bench::group::run(&p, |s| progress.step(s)).map_err(BenchError::Run)?;
     print_summary_and_plot(&r, a.json, a.plot.as_ref(), "group")

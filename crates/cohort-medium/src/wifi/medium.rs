@@ -485,6 +485,26 @@ impl<H: Clone> Medium<H> {
         self.stations.get(station).map_or(0, |s| s.acs[ac.index()].queue.len() + s.acs[ac.index()].held.len())
     }
 
+    /// The airtime one frame of `msdu` bytes (the payload behind the LLC/SNAP header, as
+    /// [`Medium::enqueue`] takes it) from `station` in `ac` costs on a channel nobody else
+    /// contends for: AIFS[ac], the mean of a first backoff (CWmin[ac]/2 slots), the PPDU
+    /// (broadcasts at the basic rate, unicasts at the sender's), and for a unicast SIFS and
+    /// the ACK. One MPDU, no RTS, no aggregation: the floor a protocol's frame count is
+    /// multiplied by when its airtime efficiency is reported (the group bench).
+    pub fn uncontended_airtime(&self, station: usize, ac: Ac, msdu: usize, dest: Dest) -> Duration {
+        let e = &self.edca[ac.index()];
+        let backoff = self.phy.slot * u32::from(e.cw_min) / 2;
+        let access = self.phy.aifs(e.aifsn) + backoff;
+        let bytes = msdu + self.mac_overhead();
+        match dest {
+            Dest::Broadcast => access + self.phy.legacy_duration(bytes, self.phy.basic_mbps),
+            Dest::Unicast(_) => {
+                let rate = self.stations.get(station).map_or(self.phy.data_mbps, |_| self.rate(station));
+                access + self.phy.duration(bytes, rate) + self.phy.sifs + self.phy.ack_duration()
+            }
+        }
+    }
+
     /// Time the channel carried frames (or collisions) so far.
     pub fn busy_time(&self) -> Duration {
         self.airtime_busy

@@ -27,7 +27,8 @@ pub const MAX_FRAME_LEN: usize = 1 << 20;
 /// How long a TCP client waits between attempts while its server is not listening yet.
 const CONNECT_RETRY: Duration = Duration::from_millis(20);
 
-pub(super) const LEN_PREFIX: usize = 4;
+/// The length prefix in front of every TCP baseline message, bytes.
+pub const LEN_PREFIX: usize = 4;
 const PAD_BYTE: u8 = 0xA5;
 
 // ---------------------------------------------------------------------------------------------

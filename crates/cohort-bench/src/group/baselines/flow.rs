@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 
 const TAG_DATA: u8 = 0x44;
 const TAG_ACK: u8 = 0x41;
+/// The length of a RUP-PAR acknowledgement.
+pub const RUP_ACK_LEN: usize = 10;
 
 /// Header of an N-to-1 data message: tag + sender + index + bit.
 const FLOW_HEADER: usize = 10;
@@ -58,8 +60,8 @@ fn parse_data(body: &[u8]) -> Option<(u32, u32, u8)> {
 }
 
 /// Ack: `0x41 | sender | bit | index`; returns `(sender, bit)`.
-fn ack_body(sender: u32, bit: u8, index: u32) -> [u8; 10] {
-    let mut h = [0u8; 10];
+fn ack_body(sender: u32, bit: u8, index: u32) -> [u8; RUP_ACK_LEN] {
+    let mut h = [0u8; RUP_ACK_LEN];
     h[0] = TAG_ACK;
     h[1..5].copy_from_slice(&sender.to_be_bytes());
     h[5] = bit;

@@ -46,7 +46,7 @@ mod flow;
 mod gm;
 mod rr;
 
-pub use common::{MAX_FRAME_LEN, Rto, STOP_POLL};
-pub use flow::{Flow, FlowSink, FlowTimers, SinkRun, SourceRun, flow_sink, flow_source, flow_source_with};
+pub use common::{LEN_PREFIX, MAX_FRAME_LEN, Rto, STOP_POLL};
+pub use flow::{Flow, FlowSink, FlowTimers, RUP_ACK_LEN, SinkRun, SourceRun, flow_sink, flow_source, flow_source_with};
 pub use gm::{GmCoordinator, GmMember, GmMemberRun, GmRound, GmRun, ViewEntry, gm_member};
 pub use rr::{Rr, RrRun, RrServer, ServeStats, rr_coordinator, rr_coordinator_with, rr_serve};

@@ -170,3 +170,20 @@ fn a_failed_addba_request_falls_back_to_single_mpdus() {
     let later = t + FAILED_ADDBA_TIMEOUT + Duration::from_millis(1);
     assert_eq!(m.needs_addba(0, BE, later), Some(1), "then it asks again");
 }
+
+/// The floor of one frame on an otherwise idle 802.11b channel at 1 Mbit/s (QoS data,
+/// AC_BE): AIFS 10 + 3·20 µs, a mean first backoff of 31/2 slots (310 µs), the PPDU (192 µs
+/// preamble + 8 µs per byte of MSDU and 30-byte header), and for a unicast SIFS + a 304 µs
+/// ACK; a slower receiver's station rate is the sender's, not the receiver's.
+#[test]
+fn an_uncontended_frame_costs_aifs_mean_backoff_ppdu_and_ack() {
+    let phy = Phy::dsss(1.0);
+    let slow = StationConfig { data_mbps: Some(0.5), ..StationConfig::default() };
+    let m: Medium<u32> = Medium::new(phy, EdcaParams::defaults(&phy), &[StationConfig::default(), slow], 1).unwrap();
+    let us = |d: Duration| d.as_nanos() / 1000;
+    assert_eq!(us(m.uncontended_airtime(0, Ac::Be, 1460, Dest::Broadcast)), 70 + 310 + 192 + 8 * 1490);
+    assert_eq!(us(m.uncontended_airtime(0, Ac::Be, 1460, Dest::Unicast(1))), 70 + 310 + 192 + 8 * 1490 + 10 + 304);
+    assert_eq!(us(m.uncontended_airtime(1, Ac::Be, 100, Dest::Unicast(0))), 70 + 310 + 192 + 16 * 130 + 10 + 304);
+    // AC_VO waits AIFSN 2 and a quarter of the window.
+    assert_eq!(us(m.uncontended_airtime(0, Ac::Vo, 1460, Dest::Broadcast)), 50 + 70 + 192 + 8 * 1490);
+}
