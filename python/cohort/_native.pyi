@@ -182,7 +182,7 @@ class GroupSocket:
         heartbeat_t: float = 0.25,
         max_payload: int = 60000,
         start_grace: float = 0.0,
-        early_repair: bool = False,
+        early_repair: bool = True,
         broadcast_copies: int = 1,
     ) -> GroupSocket: ...
     @property

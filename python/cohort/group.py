@@ -44,7 +44,7 @@ class GroupSocket:
         heartbeat_t: float = 0.25,
         max_payload: int = 60000,
         start_grace: float = 0.0,
-        early_repair: bool = False,
+        early_repair: bool = True,
         broadcast_copies: int = 1,
     ) -> GroupSocket:
         """Binds ``local`` (``"ip:port"``, this member's address on the team's port) and the
@@ -57,8 +57,9 @@ class GroupSocket:
         ``msg_t``, ``fault_detect_t`` and ``heartbeat_t`` (seconds) are the protocol's timing;
         ``start_grace`` (seconds, static group only) gives the other members that long more
         before they are suspected, for a team whose members do not all start at once;
-        ``early_repair`` makes a coordinator ask the members still missing again as soon as the
-        last slot's reply arrives, not at the round's deadline (for lossy or busy channels);
+        ``early_repair`` (on by default) makes a coordinator ask the members still missing again
+        as soon as their slots have passed, not at the round's deadline (``False``: Alg. 2 as
+        written);
         ``broadcast_copies`` (1 to 4) sends every broadcast that many times back to back, as
         802.11 never retries a broadcast (for a channel shared with bulk traffic).
         """

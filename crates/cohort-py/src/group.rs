@@ -243,7 +243,7 @@ impl PyGroupSocket {
     #[staticmethod]
     #[pyo3(signature = (local, broadcast, *, secret, team, pid, members=None, incarnation=None, dscp=None,
         allow_fragmentation=false, msg_t=0.03, fault_detect_t=1.0, heartbeat_t=0.25, max_payload=60000,
-        start_grace=0.0, early_repair=false, broadcast_copies=1))]
+        start_grace=0.0, early_repair=true, broadcast_copies=1))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,

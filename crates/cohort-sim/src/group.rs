@@ -78,6 +78,8 @@ impl Default for GroupScenario {
                 fault_detect_t: Duration::from_millis(300),
                 heartbeat_t: Duration::from_millis(60),
                 max_payload: 1400,
+                // Half the seeds turn it on (`run_group`): both kinds of repair are exercised.
+                early_repair: false,
                 ..Config::default()
             },
         }

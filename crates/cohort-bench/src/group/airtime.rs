@@ -20,9 +20,11 @@
 //!   message alone.
 //! * **Zenoh**: TCP's frames, a floor: Zenoh's own message headers are not counted.
 //!
-//! Under frame errors at rate `p` on every receiver a frame is sent `1/(1 − p)` times on
-//! average before it is received, so the floor grows by that factor
-//! ([`Floor::under_frame_errors`]).
+//! Under frame errors at rate `p` on every receiver a unicast is sent `1/(1 − p)` times on
+//! average before it is received, so a point-to-point floor grows by that factor; GCBRR's
+//! request must reach all `m` members, each missing a broadcast independently, which takes
+//! `Σ_{t≥0} 1 − (1 − p^t)^m` broadcasts on average (the mean of the largest of `m` geometric
+//! variables), and its replies `m/(1 − p)` ([`Floor::request_reply_under_frame_errors`]).
 
 use super::baselines::{LEN_PREFIX, RUP_ACK_LEN};
 use cohort_medium::wifi::{Ac, Dest, Medium};
@@ -128,10 +130,36 @@ impl Floor {
         })
     }
 
-    /// A floor under frame errors at rate `fer` on every receiver.
-    pub fn under_frame_errors(floor: Duration, fer: f64) -> Duration {
-        floor.div_f64((1.0 - fer).max(f64::MIN_POSITIVE))
+    /// The floor of one interaction of `name` under frame errors at rate `fer` on every
+    /// receiver (in `[0, 1)`).
+    pub fn request_reply_under_frame_errors(&self, name: &str, n: usize, fer: f64) -> Option<Duration> {
+        let per_success = |d: Duration| d.div_f64((1.0 - fer).max(f64::MIN_POSITIVE));
+        if name != "gcbrr" {
+            return self.request_reply(name, n).map(per_success);
+        }
+        let (req, rpl) = Self::gcbrr_sizes(n, self.payload, self.payload);
+        let m = Self::members(n);
+        let requests = broadcasts_to_reach_all(m.len(), fer);
+        let replies: Duration = m.map(|k| per_success(self.frame(k, rpl, None))).sum();
+        Some(self.frame(0, req, None).mul_f64(requests) + replies)
     }
+}
+
+/// The mean number of broadcasts until each of `m` receivers, each losing every broadcast
+/// independently with probability `p`, has received one: `Σ_{t≥0} P(some receiver missed all
+/// t first) = Σ_{t≥0} 1 − (1 − p^t)^m`, summed until its terms vanish.
+fn broadcasts_to_reach_all(m: usize, p: f64) -> f64 {
+    let mut sum = 0.0;
+    let mut missed_all: f64 = 1.0; // p^t
+    for _ in 0..10_000 {
+        let term = 1.0 - (1.0 - missed_all).powi(m as i32);
+        sum += term;
+        if term < 1e-12 {
+            break;
+        }
+        missed_all *= p;
+    }
+    sum
 }
 
 #[cfg(test)]
@@ -186,8 +214,24 @@ mod tests {
 
     #[test]
     fn frame_errors_raise_the_floor_by_the_mean_number_of_sendings() {
-        let d = Duration::from_millis(95);
-        assert_eq!(Floor::under_frame_errors(d, 0.05), Duration::from_millis(100));
-        assert_eq!(Floor::under_frame_errors(d, 0.0), d);
+        let f = floor(12);
+        for sys in ["tcp_seq", "rup_par", "zenoh"] {
+            let clean = f.request_reply(sys, 12).unwrap();
+            assert_eq!(f.request_reply_under_frame_errors(sys, 12, 0.0), Some(clean));
+            let lossy = f.request_reply_under_frame_errors(sys, 12, 0.05).unwrap();
+            assert!((lossy.as_secs_f64() * 0.95 - clean.as_secs_f64()).abs() < 1e-9, "{sys}");
+        }
+        assert_eq!(f.request_reply_under_frame_errors("gcbrr", 12, 0.0), Some(f.gcbrr(12)));
+        assert_eq!(f.request_reply_under_frame_errors("nope", 12, 0.05), None);
+        // One receiver: a geometric mean, 1 / (1 - p). Certain reception: one broadcast.
+        assert!((broadcasts_to_reach_all(1, 0.2) - 1.25).abs() < 1e-9);
+        assert_eq!(broadcasts_to_reach_all(11, 0.0), 1.0);
+        // 11 receivers at 5%: 1 + (1 - 0.95^11) + (1 - 0.9975^11) + ... = 1.4597.
+        let eleven = broadcasts_to_reach_all(11, 0.05);
+        assert!((eleven - 1.4597).abs() < 1e-3, "{eleven}");
+        let (req, rpl) = Floor::gcbrr_sizes(12, 1396, 1396);
+        let want = f.frame(0, req, None).as_secs_f64() * eleven + 11.0 * f.frame(1, rpl, None).as_secs_f64() / 0.95;
+        let got = f.request_reply_under_frame_errors("gcbrr", 12, 0.05).unwrap().as_secs_f64();
+        assert!((got - want).abs() < 1e-6, "{got} {want}");
     }
 }

@@ -435,6 +435,7 @@ pub fn run(p: &GroupParams, progress: impl FnMut(&Step)) -> Result<Value, String
     let mut report = pool_runs(&all);
     report["params"] = json!(p);
     report["timing"] = json!({
+        "early_repair": p.timing.early_repair,
         "msg_t_ms": p.timing.msg_t.as_secs_f64() * 1e3,
         "fault_detect_t_ms": p.timing.fault_detect_t.as_secs_f64() * 1e3,
         "heartbeat_t_ms": p.timing.heartbeat_t.as_secs_f64() * 1e3,
@@ -545,13 +546,16 @@ fn fer_pass(
             rr.extend(baselines_rr(&net, p, &FER_BASELINES, false, &mut tagged));
         }
     }
-    with_floors(&mut rr, "throughput_per_s", |sys| {
-        net.floor.request_reply(sys, n).map(|f| Floor::under_frame_errors(f, p.fer))
-    });
+    with_floors(&mut rr, "throughput_per_s", |sys| net.floor.request_reply_under_frame_errors(sys, n, p.fer));
+    let floor = |sys| net.floor.request_reply_under_frame_errors(sys, n, p.fer).map_or(f64::NAN, |d| d.as_secs_f64());
     net.tb.down().map_err(|e| e.to_string())?;
-    Ok(
-        json!({ "fer": p.fer, "nodes": n, "airtime_efficiency": rr["gcbrr"]["airtime_efficiency"], "request_reply": rr }),
-    )
+    Ok(json!({
+        "fer": p.fer,
+        "nodes": n,
+        "airtime_efficiency": rr["gcbrr"]["airtime_efficiency"],
+        "floor_ratio_vs_tcp": round(floor("tcp_seq") / floor("gcbrr"), 4),
+        "request_reply": rr,
+    }))
 }
 
 /// Puts each system's airtime floor per interaction (or message) beside its throughput, and
@@ -615,6 +619,7 @@ fn figures(r: &Value) -> Value {
         "latency_ratio_vs_rup": round(lat("gcbrr") / low(lat("rup_seq"), lat("rup_par")), 3),
         "airtime_efficiency": big["airtime_efficiency"],
         "airtime_efficiency_fer": fer["gcbrr"]["airtime_efficiency"],
+        "floor_ratio_vs_tcp_fer": r["fer"]["floor_ratio_vs_tcp"],
         "throughput_ratio_vs_tcp_fer": round(get(fer, &["gcbrr", "throughput_per_s"]) / get(fer, &["tcp_seq", "throughput_per_s"]), 3),
         "join_delay_ratio_vs_tcp": round(mean_of("gcbrr") / mean_of("tcp"), 3),
         "join_delay_ratio_vs_tcp_same_window": round(mean_of("gcbrr") / mean_of("tcp_same_window"), 3),
@@ -852,7 +857,7 @@ mod tests {
             })
         };
         let fer = |gcbrr: f64, eff: f64| {
-            json!({ "fer": 0.05, "nodes": 12, "request_reply": {
+            json!({ "fer": 0.05, "nodes": 12, "floor_ratio_vs_tcp": 1.89, "request_reply": {
                 "gcbrr": { "throughput_per_s": gcbrr, "airtime_efficiency": eff },
                 "tcp_seq": { "throughput_per_s": 3.0 },
             }})
@@ -870,7 +875,10 @@ mod tests {
         assert_eq!(s["throughput_ratio_vs_best_tcp"], 2.0, "TCP-PAR's 3.0 is the best TCP in both runs");
         assert_eq!((s["airtime_efficiency"].clone(), s["floor_ratio_vs_tcp"].clone()), (json!(0.96), json!(1.94)));
         assert_eq!(s["throughput_ratio_vs_tcp_fer"], 1.75);
-        assert_eq!(s["airtime_efficiency_fer"], 0.885);
+        assert_eq!(
+            (s["airtime_efficiency_fer"].clone(), s["floor_ratio_vs_tcp_fer"].clone()),
+            (json!(0.885), json!(1.89))
+        );
         assert_eq!(s["latency_ratio_vs_tcp"], 0.4);
         assert_eq!(s["join_delay_ratio_vs_tcp"], 0.25);
         assert_eq!((s["failover_ms"].clone(), s["runs"].clone()), (json!(1020.0), json!(2)), "the slowest of all");

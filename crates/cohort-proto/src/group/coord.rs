@@ -37,8 +37,11 @@ enum Running {
         failed: Vec<u32>,
         issued_at: Instant,
         broadcasts: u32,
-        /// The member in the last slot of the latest broadcast ([`Config::early_repair`]).
-        last_slot: Option<u32>,
+        /// The members addressed by the latest broadcast, whose pids order its slots.
+        slots: PidMask,
+        /// With [`Config::early_repair`]: when the slot of the last member still missing will
+        /// have passed, counted from the latest reply (`on_reply`).
+        early: Option<Instant>,
     },
     JoinPoll {
         poll: u64,
@@ -157,7 +160,8 @@ impl Member {
                     failed,
                     issued_at,
                     broadcasts: 0,
-                    last_slot: None,
+                    slots: PidMask::new(),
+                    early: None,
                 });
                 self.request_round(now);
             }
@@ -185,7 +189,7 @@ impl Member {
     fn request_round(&mut self, now: Instant) {
         let ticket = self.my_ticket();
         let seqno = self.coord_state.seqno_of_running();
-        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, last_slot, .. }) =
+        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, slots, early, .. }) =
             &mut self.coord_state.running
         else {
             return;
@@ -196,7 +200,8 @@ impl Member {
         }
         *deadline = now + self.cfg.msg_t + *proc_t + self.cfg.msg_t.saturating_mul(rmask.len() as u32);
         *broadcasts += 1;
-        *last_slot = rmask.iter().last();
+        *slots = rmask.clone();
+        *early = None;
         let (rmask, data) = (rmask.clone(), std::mem::take(data));
         self.heartbeat_before_round(now);
         self.stats.requests_sent += 1;
@@ -229,7 +234,8 @@ impl Member {
             return false;
         }
         let current = self.coord_state.seqno_of_running();
-        let Some(Running::Request { rmask, replies, last_slot, .. }) = &mut self.coord_state.running else {
+        let msg_t = self.cfg.msg_t;
+        let Some(Running::Request { rmask, replies, slots, early, .. }) = &mut self.coord_state.running else {
             return false;
         };
         if seqno != current || !rmask.remove(from) {
@@ -238,9 +244,18 @@ impl Member {
         replies.insert(from, data.to_vec());
         if rmask.is_empty() {
             self.complete_request(now);
-        } else if self.cfg.early_repair && *last_slot == Some(from) {
-            self.stats.early_repairs += 1;
-            self.request_round(now);
+        } else if self.cfg.early_repair {
+            // Replies come in slot order: a member whose slot comes `k` slots after `from`'s
+            // has sent by `k·MsgT` from now (its timer counts from the slot it last heard),
+            // so the round is over once the last missing member's slot has passed.
+            let slot = |p: u32| slots.iter().take_while(|&q| q < p).count();
+            let left = rmask.iter().last().map_or(0, |last| slot(last).saturating_sub(slot(from)));
+            if left == 0 {
+                self.stats.early_repairs += 1;
+                self.request_round(now);
+            } else {
+                *early = Some(now + msg_t.saturating_mul(left as u32));
+            }
         }
         true
     }
@@ -374,9 +389,10 @@ impl Member {
     /// view push), if one runs.
     pub(super) fn slotted_round_deadline(&self) -> Option<Instant> {
         match &self.coord_state.running {
-            Some(Running::Request { deadline, .. }) | Some(Running::Push { deadline, .. }) if self.is_coordinator() => {
-                Some(*deadline)
+            Some(Running::Request { deadline, early, .. }) if self.is_coordinator() => {
+                Some(early.map_or(*deadline, |e| e.min(*deadline)))
             }
+            Some(Running::Push { deadline, .. }) if self.is_coordinator() => Some(*deadline),
             _ => None,
         }
     }
@@ -386,7 +402,7 @@ impl Member {
             return None;
         }
         match &self.coord_state.running {
-            Some(Running::Request { deadline, .. }) | Some(Running::Push { deadline, .. }) => Some(*deadline),
+            Some(Running::Request { .. }) | Some(Running::Push { .. }) => self.slotted_round_deadline(),
             Some(Running::JoinPoll { until, .. }) | Some(Running::LeavePoll { until, .. }) => Some(*until),
             None => None,
         }
@@ -397,7 +413,12 @@ impl Member {
             return;
         }
         match &mut self.coord_state.running {
-            Some(Running::Request { .. }) => self.request_round(now),
+            Some(Running::Request { deadline, .. }) => {
+                if now < *deadline {
+                    self.stats.early_repairs += 1;
+                }
+                self.request_round(now)
+            }
             Some(Running::Push { .. }) => self.push_round(now),
             Some(Running::JoinPoll { added, .. }) => {
                 let added = std::mem::take(added);

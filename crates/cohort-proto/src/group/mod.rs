@@ -109,13 +109,18 @@ pub struct Config {
     /// with a new ticket, and the coordinator is whoever started first. Once a member has been
     /// heard, `fault_detect_t` alone applies. Default 0 (Alg. 1 as written).
     pub start_grace: Duration,
-    /// The coordinator asks the members still missing again as soon as the reply of the
-    /// round's last slot arrives, rather than at the round's deadline (`MsgT + procT +
-    /// n·MsgT`). Replies go in slot order, so a member missing then lost the request or its
-    /// reply on the air (broadcasts are never retried by the MAC; beside a saturating upload
-    /// they also collide), or is still processing: it then answers once, and the early round
-    /// cost one request frame. A round whose last reply is lost still waits for its deadline.
-    /// Default off (Alg. 2 as written).
+    /// The coordinator asks the members still missing again as soon as their slots have
+    /// passed, rather than at the round's deadline (`MsgT + procT + n·MsgT`): at once when the
+    /// reply of the last missing member's slot or a later one arrives, and otherwise `k·MsgT`
+    /// after the latest reply, `k` being how many slots after it the last missing member's
+    /// comes (its slot timer counts from the latest slot it heard). Replies go in slot order,
+    /// so a member missing then lost the request or its reply on the air (broadcasts are never
+    /// retried by the MAC; 802.11 loses them to frame errors and, beside a saturating upload,
+    /// to collisions), or is still processing: it then answers once, and the early round cost
+    /// one request frame; a member that missed the reply its timer counted from may send
+    /// after the early round has gone (its reply counts, and the copy it sends in the new
+    /// round is ignored). Only a round from which no reply came at all waits for the deadline.
+    /// Default on; `false` is Alg. 2 as written.
     pub early_repair: bool,
     /// Each broadcast goes out this many times back to back (1 to 4). 802.11 never retries a
     /// broadcast, so beside a saturating upload a request or a reply lost to a collision costs
@@ -134,7 +139,7 @@ impl Default for Config {
             heartbeat_t: Duration::from_millis(250),
             max_payload: 60_000,
             start_grace: Duration::ZERO,
-            early_repair: false,
+            early_repair: true,
             broadcast_copies: 1,
         }
     }

@@ -216,7 +216,7 @@ fn one_broadcast_and_replies_in_slot_order() {
 
 #[test]
 fn a_lost_reply_is_recovered_by_slot_timers_and_a_rebroadcast_to_the_missing_only() {
-    let (mut t, start) = lose_the_first_reply_of(3, false);
+    let (mut t, start) = lose_the_first_replies_of(&[1, 2, 3, 4], &[3], false);
     let areq = t.sent_of(kind::AREQ, start);
     let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
     assert_eq!(rmask.iter().collect::<Vec<_>>(), [3], "the re-broadcast addresses only the missing");
@@ -229,49 +229,71 @@ fn a_lost_reply_is_recovered_by_slot_timers_and_a_rebroadcast_to_the_missing_onl
     assert_eq!(t.m(3).stats().replies_sent, 2);
 }
 
-/// A request from 1 to 2, 3 and 4 (procT 50 ms) whose first reply from `lost` is lost;
-/// returns the team once the request completed, and when it was issued.
-fn lose_the_first_reply_of(lost: u32, early_repair: bool) -> (Team, Instant) {
-    let mut t = Team::with_cfg(&[1, 2, 3, 4], Config { early_repair, ..cfg() });
-    let mut first: Option<Instant> = None;
+/// A request from 1 to every other member of `team` (procT 50 ms) whose first replies from
+/// `lost` are lost; returns the team once the request completed, and when it was issued.
+fn lose_the_first_replies_of(team: &[u32], lost: &'static [u32], early_repair: bool) -> (Team, Instant) {
+    let mut t = Team::with_cfg(team, Config { early_repair, ..cfg() });
+    let mut first: BTreeMap<u32, Instant> = BTreeMap::new();
     t.drop = Box::new(move |now, from, _, r| {
-        if from == lost && matches!(r.msg, Message::Arpl { .. }) && first.is_none_or(|f| f == now) {
-            first = Some(now);
+        if lost.contains(&from) && matches!(r.msg, Message::Arpl { .. }) && *first.entry(from).or_insert(now) == now {
             return true;
         }
         false
     });
     let start = t.now;
-    t.m(1).request_reply(start, &[2, 3, 4], b"x".to_vec(), 50 * MS).unwrap();
+    let to: Vec<u32> = team[1..].to_vec();
+    t.m(1).request_reply(start, &to, b"x".to_vec(), 50 * MS).unwrap();
     let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(_))));
-    assert_eq!(r.replies.len(), 3);
+    assert_eq!(r.replies.len(), to.len());
     assert_eq!(r.broadcasts, 2);
     (t, start)
 }
 
+/// When `from`'s reply (as sent at or after `start`) reached the coordinator.
+fn reply_reached_coordinator(t: &Team, start: Instant, from: u32) -> Instant {
+    t.sent_of(kind::ARPL, start).iter().find(|a| a.1 == from).unwrap().0 + t.delay
+}
+
 #[test]
 fn early_repair_asks_a_missing_member_again_when_the_last_slot_answers() {
-    let (mut t, start) = lose_the_first_reply_of(3, true);
+    let (mut t, start) = lose_the_first_replies_of(&[1, 2, 3, 4], &[3], true);
     let areq = t.sent_of(kind::AREQ, start);
     let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
     assert_eq!(rmask.iter().collect::<Vec<_>>(), [3]);
     // The second broadcast went when 4's reply (the last slot) reached the coordinator, long
     // before the round's deadline (procT 50 ms).
-    let arpl = t.sent_of(kind::ARPL, start);
-    let four = arpl.iter().find(|a| a.1 == 4).unwrap().0;
-    assert_eq!(areq[1].0, four + t.delay);
+    assert_eq!(areq[1].0, reply_reached_coordinator(&t, start, 4));
     assert_eq!(t.m(1).stats().early_repairs, 1);
     assert_eq!(t.m(3).stats().requests_handled, 1);
 }
 
 #[test]
-fn without_early_repair_or_when_the_last_slot_is_lost_the_deadline_repairs() {
-    for (lost, early) in [(3, false), (4, true)] {
-        let (mut t, start) = lose_the_first_reply_of(lost, early);
+fn without_early_repair_the_deadline_repairs() {
+    let (mut t, start) = lose_the_first_replies_of(&[1, 2, 3, 4], &[3], false);
+    let areq = t.sent_of(kind::AREQ, start);
+    // MsgT + procT + 3 MsgT after the first broadcast.
+    assert_eq!(areq[1].0 - areq[0].0, 4 * cfg().msg_t + 50 * MS);
+    assert_eq!(t.m(1).stats().early_repairs, 0);
+}
+
+/// The last replies of a round lost: the coordinator asks again once the last missing
+/// member's slot has passed, `k·MsgT` after the latest reply it heard (`k` slots later), not
+/// at the round's deadline.
+#[test]
+fn early_repair_waits_only_for_the_slots_of_the_missing_when_the_last_replies_are_lost() {
+    for (team, lost, heard, slots) in [
+        (&[1, 2, 3, 4][..], &[4][..], 3, 1),
+        (&[1, 2, 3, 4, 5, 6][..], &[5, 6][..], 4, 2),
+        (&[1, 2, 3, 4, 5, 6], &[4, 6], 5, 1),
+    ] {
+        let (mut t, start) = lose_the_first_replies_of(team, lost, true);
+        assert_eq!(t.m(1).stats().early_repairs, 1);
         let areq = t.sent_of(kind::AREQ, start);
-        // MsgT + procT + 3 MsgT after the first broadcast.
-        assert_eq!(areq[1].0 - areq[0].0, 4 * cfg().msg_t + 50 * MS, "lost {lost}, early {early}");
-        assert_eq!(t.m(1).stats().early_repairs, 0);
+        let at = reply_reached_coordinator(&t, start, heard);
+        assert_eq!(areq[1].0, at + cfg().msg_t * slots, "{lost:?} lost");
+        let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
+        assert_eq!(rmask.iter().collect::<Vec<_>>(), lost);
+        assert!(areq[1].0 - areq[0].0 < cfg().msg_t * team.len() as u32, "before the deadline");
     }
 }
 
