@@ -202,6 +202,10 @@ pub struct GroupSocketStats {
     pub events_dropped: u64,
     /// Request and poll outcomes dropped because nobody collected them.
     pub outcomes_dropped: u64,
+    /// Times the driver woke the application's waiting calls: only when something they wait
+    /// for may have changed (an event, a state, an answer leaving), not per datagram, so a
+    /// member that overhears its team's replies does not wake its application for each.
+    pub waiter_wakeups: u64,
 }
 
 #[derive(Debug)]
@@ -226,12 +230,23 @@ struct Inner {
     joins_started: usize,
     leaves_started: usize,
     shutdown: bool,
+    /// Events routed so far.
+    routed: u64,
 }
 
 impl Inner {
+    /// Everything a waiting call's condition reads can change only when this does (or when
+    /// answers that waited for their slots no longer wait): routed events (requests,
+    /// outcomes, polls, membership), the member's state, the frames it sent (an answer the
+    /// application made ready and the driver sent between two looks), shutdown.
+    fn observable(&self) -> (u64, State, u64, bool) {
+        (self.routed, self.member.state(), self.member.stats().frames_sent, self.shutdown)
+    }
+
     /// Routes the member's events to whoever waits for them.
     fn route_events(&mut self) {
         while let Some(ev) = self.member.poll_event() {
+            self.routed += 1;
             match ev {
                 Event::Request { id, data } => {
                     self.requests.push_back(Request { id, data, received: std::time::Instant::now() })
@@ -359,6 +374,7 @@ impl GroupSocket {
             joins_started: 0,
             leaves_started: 0,
             shutdown: false,
+            routed: 0,
         };
         // A static group's coordinator is one from construction on: route its BecameCoord now,
         // before any caller can queue a poll, or the poll numbering would be reset under it.
@@ -675,8 +691,9 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, io: &Io, timer: &TimerFd) -> Re
     let mut events = Events::with_capacity(64);
     let mut plain = vec![0u8; Member::MAX_DATAGRAM];
     let mut wire = vec![0u8; Member::MAX_DATAGRAM + cohort_wire::frame::OVERHEAD];
+    let (mut seen, mut answers_waited) = (None, false);
     loop {
-        {
+        let wake = {
             let mut g = shared.lock();
             let now = shared.clock.now();
             if g.shutdown {
@@ -688,8 +705,19 @@ fn drive(shared: &Shared<Inner>, mut poll: Poll, io: &Io, timer: &TimerFd) -> Re
             transmit(&mut g, io, now, &mut plain, &mut wire)?;
             let deadline = g.member.poll_timeout().map(|t| shared.clock.to_std(t));
             timer.set(deadline)?;
+            let now_seen = Some(g.observable());
+            let answers_wait = g.member.answers_due().is_some();
+            let wake = now_seen != seen || (answers_waited && !answers_wait);
+            answers_waited = answers_wait;
+            if wake {
+                g.stats.waiter_wakeups += 1;
+            }
+            seen = now_seen;
+            wake
+        };
+        if wake {
+            shared.notify();
         }
-        shared.notify();
         crate::shared::wait_events(&mut poll, &mut events)?;
         for ev in events.iter() {
             match ev.token() {

@@ -64,6 +64,28 @@ fn serve(s: Arc<GroupSocket>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<
     })
 }
 
+/// A member's application is woken for what it waits for (a request; its answer leaving), not
+/// for every datagram: the replies it overhears and the heartbeats change nothing it waits on.
+#[test]
+fn overheard_datagrams_do_not_wake_the_application() {
+    let port = free_port();
+    let g = open_static(&[1, 2, 3, 4], port);
+    let stop = Arc::new(AtomicBool::new(false));
+    let servers: Vec<_> = g[1..].iter().map(|s| serve(s.clone(), stop.clone())).collect();
+    for k in 0..30u32 {
+        let r = g[0].request_reply(&[2, 3, 4], &k.to_be_bytes(), Duration::from_millis(20), WAIT).unwrap();
+        assert_eq!(r.replies.len(), 3);
+    }
+    stop.store(true, Ordering::Relaxed);
+    servers.into_iter().for_each(|s| assert_eq!(s.join().unwrap(), 30));
+    for s in &g[1..] {
+        let st = s.stats();
+        // Per request: the request, the two other replies, its own reply heard back.
+        assert!(st.datagrams_received >= 4 * 30, "{st:?}");
+        assert!(st.waiter_wakeups <= 2 * st.member.requests_handled + 10, "{st:?}");
+    }
+}
+
 #[test]
 fn request_reply_reaches_every_member_once() {
     let port = free_port();

@@ -520,7 +520,8 @@ fn stats_dict<'py>(py: Python<'py>, s: &GroupSocketStats) -> PyResult<Bound<'py,
         send_errors,
         fragmented_datagrams,
         events_dropped,
-        outcomes_dropped
+        outcomes_dropped,
+        waiter_wakeups
     );
     d.set_item("frames", frames_dict(py, &s.frames)?)?;
     Ok(d)
