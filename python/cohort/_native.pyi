@@ -184,6 +184,7 @@ class GroupSocket:
         start_grace: float = 0.0,
         early_repair: bool = True,
         broadcast_copies: int = 1,
+        slot_lead: float = 0.002,
     ) -> GroupSocket: ...
     @property
     def pid(self) -> int: ...

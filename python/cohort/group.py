@@ -46,6 +46,7 @@ class GroupSocket:
         start_grace: float = 0.0,
         early_repair: bool = True,
         broadcast_copies: int = 1,
+        slot_lead: float = 0.002,
     ) -> GroupSocket:
         """Binds ``local`` (``"ip:port"``, this member's address on the team's port) and the
         team's ``broadcast`` address (same port), and starts the member.
@@ -61,7 +62,9 @@ class GroupSocket:
         as soon as their slots have passed, not at the round's deadline (``False``: Alg. 2 as
         written);
         ``broadcast_copies`` (1 to 4) sends every broadcast that many times back to back, as
-        802.11 never retries a broadcast (for a channel shared with bulk traffic).
+        802.11 never retries a broadcast (for a channel shared with bulk traffic);
+        ``slot_lead`` (seconds; 0: off) lets the member two slots after an answer it overhears
+        send that long after it, behind the answer in between, instead of waiting to hear it.
         """
         return cls(
             _native.GroupSocket.open(
@@ -81,6 +84,7 @@ class GroupSocket:
                 start_grace=start_grace,
                 early_repair=early_repair,
                 broadcast_copies=broadcast_copies,
+                slot_lead=slot_lead,
             )
         )
 

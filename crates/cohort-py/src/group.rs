@@ -243,7 +243,7 @@ impl PyGroupSocket {
     #[staticmethod]
     #[pyo3(signature = (local, broadcast, *, secret, team, pid, members=None, incarnation=None, dscp=None,
         allow_fragmentation=false, msg_t=0.03, fault_detect_t=1.0, heartbeat_t=0.25, max_payload=60000,
-        start_grace=0.0, early_repair=true, broadcast_copies=1))]
+        start_grace=0.0, early_repair=true, broadcast_copies=1, slot_lead=0.002))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -263,6 +263,7 @@ impl PyGroupSocket {
         start_grace: f64,
         early_repair: bool,
         broadcast_copies: u8,
+        slot_lead: f64,
     ) -> PyResult<Self> {
         let (local, broadcast) = (errors::address(local)?, errors::address(broadcast)?);
         let mut cfg = GroupConfig::new(&*secret, team, pid, local, broadcast);
@@ -280,6 +281,7 @@ impl PyGroupSocket {
         cfg.group.start_grace = errors::seconds("start_grace", start_grace)?;
         cfg.group.early_repair = early_repair;
         cfg.group.broadcast_copies = broadcast_copies;
+        cfg.group.slot_lead = errors::seconds("slot_lead", slot_lead)?;
         let start = match (members, incarnation) {
             (Some(_), Some(_)) => {
                 return Err(Error::config(

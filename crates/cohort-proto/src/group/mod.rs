@@ -129,6 +129,18 @@ pub struct Config {
     /// idempotent: duplicates are what the protocol already tolerates from the network).
     /// Unicasts are retried by the MAC and go once. Default 1 (Alg. 1-6 as written).
     pub broadcast_copies: u8,
+    /// The slot lead: a member in slot `k` that overhears slot `k - 2` sends `slot_lead` later
+    /// instead of waiting to overhear slot `k - 1` (or for its `MsgT` timer). By then slot
+    /// `k - 1`'s answer is on the air, and the link's carrier sense holds this one until it
+    /// ends: the time each host takes to receive, process and send after the answer before it
+    /// is hidden behind the next answer's frame, as a unicast's MAC ACK hides it for a
+    /// point-to-point exchange; and a member that missed the request costs no `MsgT` of
+    /// silence. Choose it above the predecessor's channel access and processing time (a
+    /// predecessor slower than that contends with this answer, and 802.11 may lose both to a
+    /// collision, repaired as any loss) and below the answers' airtime (a lead longer than
+    /// a frame changes nothing). Zero: off (Alg. 2 as written). Default 2 ms: on a channel
+    /// whose answers take longer than that (a 1500-byte frame below 6 Mbit/s).
+    pub slot_lead: Duration,
 }
 
 impl Default for Config {
@@ -141,6 +153,7 @@ impl Default for Config {
             start_grace: Duration::ZERO,
             early_repair: true,
             broadcast_copies: 1,
+            slot_lead: Duration::from_millis(2),
         }
     }
 }

@@ -90,13 +90,13 @@ impl Member {
 
     /// An overheard reply: the next slot may be ours (`nxtBit`).
     pub(super) fn overheard_reply(&mut self, now: Instant, from: u32, coord: u32, coord_inc: u32, seqno: u64) -> bool {
-        let msg_t = self.cfg.msg_t;
+        let (msg_t, lead) = (self.cfg.msg_t, self.cfg.slot_lead);
         let Some(cur) = &mut self.incoming else { return false };
         if cur.id != (IncomingId { coord, coord_incarnation: coord_inc, seqno }) {
             return false;
         }
         if let Some(s) = &mut cur.slot {
-            s.overheard(now, from, msg_t);
+            s.overheard(now, from, msg_t, lead);
         }
         self.send_due_answers(now);
         true
@@ -104,12 +104,12 @@ impl Member {
 
     /// An overheard view acknowledgement, likewise.
     pub(super) fn overheard_ack(&mut self, now: Instant, from: u32, coord: u32, coord_inc: u32, push: u64) -> bool {
-        let msg_t = self.cfg.msg_t;
+        let (msg_t, lead) = (self.cfg.msg_t, self.cfg.slot_lead);
         let Some(a) = &mut self.ack else { return false };
         if (a.coord, a.coord_inc, a.push) != (coord, coord_inc, push) {
             return false;
         }
-        a.slot.overheard(now, from, msg_t);
+        a.slot.overheard(now, from, msg_t, lead);
         self.send_due_answers(now);
         true
     }

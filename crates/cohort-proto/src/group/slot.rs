@@ -6,6 +6,11 @@
 //! overhears an earlier slot `j < k - 1` (the answers in between were lost or are late), its
 //! timer moves up to `(k - 1 - j)·MsgT` after that, which keeps the schedule tight under loss
 //! without ever sending before its predecessors had their time.
+//!
+//! With a slot lead ([`Config::slot_lead`](super::Config::slot_lead)), overhearing slot
+//! `k - 2` also moves the timer up to `lead` after it: by then slot `k - 1`'s answer is on the
+//! air, the link's carrier sense holds ours until it ends, and the time this host takes to
+//! receive, process and send after each answer is hidden behind the next answer's frame.
 
 use cohort_time::Instant;
 use cohort_wire::group::PidMask;
@@ -42,13 +47,17 @@ impl Slot {
         self.turn_at = Some(self.turn_at.map_or(timer, |t| t.min(timer)));
     }
 
-    /// The answer of `pid` was overheard at `now`.
-    pub fn overheard(&mut self, now: Instant, pid: u32, msg_t: Duration) {
+    /// The answer of `pid` was overheard at `now`; `lead` is the slot lead (zero: none).
+    pub fn overheard(&mut self, now: Instant, pid: u32, msg_t: Duration, lead: Duration) {
         let Some(j) = self.rmask.position(pid) else { return };
         if j >= self.pos {
             return;
         }
-        let at = now + self.lead(self.pos - 1 - j, msg_t);
+        let between = self.pos - 1 - j;
+        let mut at = now + self.lead(between, msg_t);
+        if between == 1 && !lead.is_zero() {
+            at = at.min(now + lead);
+        }
         self.turn_at = Some(self.turn_at.map_or(at, |t| t.min(at)));
     }
 
@@ -90,20 +99,41 @@ mod tests {
         s.ready(t, 10 * MS);
         assert_eq!(s.deadline(), Some(t + 20 * MS));
         // Overhearing slot 1 moves the timer to one slot after it.
-        s.overheard(t + 3 * MS, 2, 10 * MS);
+        s.overheard(t + 3 * MS, 2, 10 * MS, Duration::ZERO);
         assert_eq!(s.deadline(), Some(t + 13 * MS));
         // Overhearing the immediate predecessor makes it our turn.
-        s.overheard(t + 5 * MS, 5, 10 * MS);
+        s.overheard(t + 5 * MS, 5, 10 * MS, Duration::ZERO);
         assert!(s.due(t + 5 * MS));
         // Overhearing a later slot or a stranger changes nothing.
         let mut s = slot(&[2, 5, 9], 5);
-        s.overheard(t, 9, 10 * MS);
-        s.overheard(t, 7, 10 * MS);
+        s.overheard(t, 9, 10 * MS, Duration::ZERO);
+        s.overheard(t, 7, 10 * MS, Duration::ZERO);
         assert_eq!(s.deadline(), None);
         // Overheard before the answer was ready: it goes when ready.
-        s.overheard(t, 2, 10 * MS);
+        s.overheard(t, 2, 10 * MS, Duration::ZERO);
         assert!(!s.due(t + 50 * MS));
         s.ready(t + 50 * MS, 10 * MS);
         assert!(s.due(t + 50 * MS));
+    }
+
+    #[test]
+    fn a_slot_lead_hands_the_answer_over_while_the_slot_before_is_on_the_air() {
+        let t = Instant::from_millis(100);
+        let (msg_t, lead) = (10 * MS, 2 * MS);
+        // Slot 3 overhears slot 1: its answer goes `lead` later, not a whole MsgT.
+        let mut s = slot(&[2, 5, 9], 9);
+        s.ready(t, msg_t);
+        s.overheard(t + 3 * MS, 2, msg_t, lead);
+        assert_eq!(s.deadline(), Some(t + 5 * MS));
+        // Slot 4 hearing slot 1 keeps its timer (two slots between), as without a lead.
+        let mut s = slot(&[2, 5, 9, 11], 11);
+        s.ready(t, msg_t);
+        s.overheard(t + 3 * MS, 2, msg_t, lead);
+        assert_eq!(s.deadline(), Some(t + 23 * MS));
+        // A lead longer than MsgT never delays: the timer is the earlier of the two.
+        let mut s = slot(&[2, 5, 9], 9);
+        s.ready(t, msg_t);
+        s.overheard(t, 2, msg_t, 50 * MS);
+        assert_eq!(s.deadline(), Some(t + msg_t));
     }
 }

@@ -216,23 +216,31 @@ fn one_broadcast_and_replies_in_slot_order() {
 
 #[test]
 fn a_lost_reply_is_recovered_by_slot_timers_and_a_rebroadcast_to_the_missing_only() {
-    let (mut t, start) = lose_the_first_replies_of(&[1, 2, 3, 4], &[3], false);
-    let areq = t.sent_of(kind::AREQ, start);
-    let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
-    assert_eq!(rmask.iter().collect::<Vec<_>>(), [3], "the re-broadcast addresses only the missing");
-    // 4 went at its slot timer: one slot after overhearing 2.
-    let arpl = t.sent_of(kind::ARPL, start);
-    let at = |p: u32| arpl.iter().find(|a| a.1 == p).unwrap().0;
-    assert_eq!(at(4) - at(2), t.delay + cfg().msg_t);
-    // 3 handled the request once and re-sent its stored reply.
-    assert_eq!(t.m(3).stats().requests_handled, 1);
-    assert_eq!(t.m(3).stats().replies_sent, 2);
+    // Without a slot lead 4 goes at its slot timer, one MsgT after overhearing 2; with one,
+    // `slot_lead` after it.
+    for (lead, after_two) in [(Duration::ZERO, cfg().msg_t), (2 * MS, 2 * MS)] {
+        let cfg = Config { early_repair: false, slot_lead: lead, ..cfg() };
+        let (mut t, start) = lose_the_first_replies_with(&[1, 2, 3, 4], &[3], cfg);
+        let areq = t.sent_of(kind::AREQ, start);
+        let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
+        assert_eq!(rmask.iter().collect::<Vec<_>>(), [3], "the re-broadcast addresses only the missing");
+        let arpl = t.sent_of(kind::ARPL, start);
+        let at = |p: u32| arpl.iter().find(|a| a.1 == p).unwrap().0;
+        assert_eq!(at(4) - at(2), t.delay + after_two, "lead {lead:?}");
+        // 3 handled the request once and re-sent its stored reply.
+        assert_eq!(t.m(3).stats().requests_handled, 1);
+        assert_eq!(t.m(3).stats().replies_sent, 2);
+    }
 }
 
 /// A request from 1 to every other member of `team` (procT 50 ms) whose first replies from
 /// `lost` are lost; returns the team once the request completed, and when it was issued.
 fn lose_the_first_replies_of(team: &[u32], lost: &'static [u32], early_repair: bool) -> (Team, Instant) {
-    let mut t = Team::with_cfg(team, Config { early_repair, ..cfg() });
+    lose_the_first_replies_with(team, lost, Config { early_repair, ..cfg() })
+}
+
+fn lose_the_first_replies_with(team: &[u32], lost: &'static [u32], cfg: Config) -> (Team, Instant) {
+    let mut t = Team::with_cfg(team, cfg);
     let mut first: BTreeMap<u32, Instant> = BTreeMap::new();
     t.drop = Box::new(move |now, from, _, r| {
         if lost.contains(&from) && matches!(r.msg, Message::Arpl { .. }) && *first.entry(from).or_insert(now) == now {
