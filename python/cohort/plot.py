@@ -330,6 +330,11 @@ def _bars(ax: Any, sizes: list[dict[str, Any]], part: str, key: str) -> None:
     ax.legend(fontsize=7)
 
 
+def _r3(x: Any) -> Any:
+    """A figure rounded to 3 decimals for a title; anything else (missing: None) as it is."""
+    return round(x, 3) if isinstance(x, float) else x
+
+
 def plot_group(report: dict[str, Any], out: Path) -> None:
     """Request-reply and polling throughput per size, latency CDFs at the largest size,
     join delays per initial size."""
@@ -369,12 +374,14 @@ def plot_group(report: dict[str, Any], out: Path) -> None:
     ax.legend(fontsize=7)
     s = report["summary"]
     fig.suptitle(
-        f"GCBRR at {s.get('nodes')} nodes: throughput x{s.get('throughput_ratio_vs_tcp')} TCP-SEQ "
-        f"(floors allow x{s.get('floor_ratio_vs_tcp')}), x{s.get('throughput_ratio_vs_rup')} RUP, "
-        f"x{s.get('throughput_ratio_vs_zenoh')} Zenoh; airtime efficiency {s.get('airtime_efficiency')}; "
-        f"with frame errors x{s.get('throughput_ratio_vs_tcp_fer')} TCP-SEQ, "
-        f"efficiency {s.get('airtime_efficiency_fer')}; fail-over {s.get('failover_ms')} ms",
-        fontsize=9,
+        f"GCBRR at {s.get('nodes')} nodes: throughput x{_r3(s.get('throughput_ratio_vs_tcp'))} TCP-SEQ "
+        f"(floors allow x{_r3(s.get('floor_ratio_vs_tcp'))}), x{_r3(s.get('throughput_ratio_vs_rup'))} RUP, "
+        f"x{_r3(s.get('throughput_ratio_vs_zenoh'))} Zenoh; airtime efficiency {_r3(s.get('airtime_efficiency'))}\n"
+        f"with {100 * report.get('params', {}).get('fer', 0):g}% frame errors "
+        f"x{_r3(s.get('throughput_ratio_vs_tcp_fer'))} TCP-SEQ "
+        f"(floors allow x{_r3(s.get('floor_ratio_vs_tcp_fer'))}), efficiency {_r3(s.get('airtime_efficiency_fer'))}; "
+        f"slowest fail-over {_r3(s.get('failover_ms'))} ms",
+        fontsize=10,
     )
     fig.tight_layout()
     fig.savefig(out, dpi=110)
