@@ -248,7 +248,7 @@ impl Member {
             // Replies come in slot order: a member whose slot comes `k` slots after `from`'s
             // has sent by `k·MsgT` from now (its timer counts from the slot it last heard),
             // so the round is over once the last missing member's slot has passed.
-            let slot = |p: u32| slots.iter().take_while(|&q| q < p).count();
+            let slot = |p: u32| slots.position(p).unwrap_or(0);
             let left = rmask.iter().last().map_or(0, |last| slot(last).saturating_sub(slot(from)));
             if left == 0 {
                 self.stats.early_repairs += 1;
