@@ -185,6 +185,7 @@ class GroupSocket:
         early_repair: bool = True,
         broadcast_copies: int = 1,
         slot_lead: float = 0.002,
+        learn_msg_t: bool = True,
     ) -> GroupSocket: ...
     @property
     def pid(self) -> int: ...

@@ -47,6 +47,7 @@ class GroupSocket:
         early_repair: bool = True,
         broadcast_copies: int = 1,
         slot_lead: float = 0.002,
+        learn_msg_t: bool = True,
     ) -> GroupSocket:
         """Binds ``local`` (``"ip:port"``, this member's address on the team's port) and the
         team's ``broadcast`` address (same port), and starts the member.
@@ -64,7 +65,10 @@ class GroupSocket:
         ``broadcast_copies`` (1 to 4) sends every broadcast that many times back to back, as
         802.11 never retries a broadcast (for a channel shared with bulk traffic);
         ``slot_lead`` (seconds; 0: off) lets the member two slots after an answer it overhears
-        send that long after it, behind the answer in between, instead of waiting to hear it.
+        send that long after it, behind the answer in between, instead of waiting to hear it;
+        ``learn_msg_t`` (on by default) times a request round's waits by the spacing of the
+        answers heard so far (never longer than ``msg_t``), so a lost request or answer costs
+        the silence this channel needs, not ``msg_t``'s (``False``: ``msg_t`` throughout).
         """
         return cls(
             _native.GroupSocket.open(
@@ -85,6 +89,7 @@ class GroupSocket:
                 early_repair=early_repair,
                 broadcast_copies=broadcast_copies,
                 slot_lead=slot_lead,
+                learn_msg_t=learn_msg_t,
             )
         )
 

@@ -221,12 +221,16 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
     let members = sc.members_min + rng.below(sc.members_max - sc.members_min + 1);
     let outsiders = rng.below(sc.outsiders_max + 1);
     let n = members + outsiders;
-    // Half the seeds run the coordinator's early repair (from the seed, so the draws of the
-    // other half stay what they were).
-    // Half the seeds repair early, and half (crosswise) send every broadcast twice.
+    // From the seed's bits (so the random draws stay what they were): half the seeds repair
+    // early, half (crosswise) send every broadcast twice, and half (crosswise again) keep
+    // `msg_t` rather than learn it.
     let copies = if (seed / 2) % 2 == 1 { sc.protocol.broadcast_copies.max(2) } else { sc.protocol.broadcast_copies };
-    let cfg =
-        Config { early_repair: sc.protocol.early_repair || seed % 2 == 1, broadcast_copies: copies, ..sc.protocol };
+    let cfg = Config {
+        early_repair: sc.protocol.early_repair || seed % 2 == 1,
+        broadcast_copies: copies,
+        learn_msg_t: sc.protocol.learn_msg_t && (seed / 4) % 2 == 0,
+        ..sc.protocol
+    };
     let initial: Vec<u32> = (1..=members as u32).collect();
     let mut procs: BTreeMap<u32, Proc> = BTreeMap::new();
     for pid in 1..=n as u32 {

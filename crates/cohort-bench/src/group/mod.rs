@@ -436,6 +436,8 @@ pub fn run(p: &GroupParams, progress: impl FnMut(&Step)) -> Result<Value, String
     report["params"] = json!(p);
     report["timing"] = json!({
         "early_repair": p.timing.early_repair,
+        "learn_msg_t": p.timing.learn_msg_t,
+        "slot_lead_ms": p.timing.slot_lead.as_secs_f64() * 1e3,
         "msg_t_ms": p.timing.msg_t.as_secs_f64() * 1e3,
         "fault_detect_t_ms": p.timing.fault_detect_t.as_secs_f64() * 1e3,
         "heartbeat_t_ms": p.timing.heartbeat_t.as_secs_f64() * 1e3,

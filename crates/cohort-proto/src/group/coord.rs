@@ -6,6 +6,7 @@
 //! completion"); a takeover push runs before anything else.
 
 use super::member::Member;
+use super::timing::RoundClock;
 use super::{Dest, Entry, Event, LeftReason, PidMask, PollError, RemoveReason, Replies, RequestError, RequestId};
 use cohort_time::Instant;
 use cohort_wire::group::Message;
@@ -37,8 +38,8 @@ enum Running {
         failed: Vec<u32>,
         issued_at: Instant,
         broadcasts: u32,
-        /// The members addressed by the latest broadcast, whose pids order its slots.
-        slots: PidMask,
+        /// The answers to the latest broadcast, whose addressed pids order its slots.
+        clock: RoundClock,
         /// With [`Config::early_repair`]: when the slot of the last member still missing will
         /// have passed, counted from the latest reply (`on_reply`).
         early: Option<Instant>,
@@ -160,7 +161,7 @@ impl Member {
                     failed,
                     issued_at,
                     broadcasts: 0,
-                    slots: PidMask::new(),
+                    clock: RoundClock::default(),
                     early: None,
                 });
                 self.request_round(now);
@@ -185,11 +186,15 @@ impl Member {
     }
 
     /// One round of the running request: complete it, or (re)broadcast it to the processes
-    /// still missing and wait `MsgT + procT + n·MsgT`.
+    /// still missing and wait `MsgT + procT + n·MsgT` (or, with [`Config::learn_msg_t`], the
+    /// learned time to the first answer plus `(n - 1)` learned `MsgT`, if that is shorter).
     fn request_round(&mut self, now: Instant) {
         let ticket = self.my_ticket();
         let seqno = self.coord_state.seqno_of_running();
-        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, slots, early, .. }) =
+        let (msg_t, learned) = (self.cfg.msg_t, self.request_msg_t());
+        let first = self.first_est.bound(Duration::MAX);
+        let learn = self.cfg.learn_msg_t;
+        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, clock, early, .. }) =
             &mut self.coord_state.running
         else {
             return;
@@ -198,9 +203,16 @@ impl Member {
             self.complete_request(now);
             return;
         }
-        *deadline = now + self.cfg.msg_t + *proc_t + self.cfg.msg_t.saturating_mul(rmask.len() as u32);
+        let n = rmask.len() as u32;
+        let mut wait = msg_t + *proc_t + msg_t.saturating_mul(n);
+        if learn {
+            wait = wait.min(first.saturating_add(learned.saturating_mul(n - 1)));
+        }
+        *deadline = now + wait;
         *broadcasts += 1;
-        *slots = rmask.clone();
+        // The time to the first answer is sampled on first broadcasts only: after a
+        // re-broadcast, an answer to the one before may come first.
+        *clock = RoundClock::new(rmask.clone(), (*broadcasts == 1).then_some(now));
         *early = None;
         let (rmask, data) = (rmask.clone(), std::mem::take(data));
         self.heartbeat_before_round(now);
@@ -234,21 +246,25 @@ impl Member {
             return false;
         }
         let current = self.coord_state.seqno_of_running();
-        let msg_t = self.cfg.msg_t;
-        let Some(Running::Request { rmask, replies, slots, early, .. }) = &mut self.coord_state.running else {
+        let Some(Running::Request { rmask, replies, clock, .. }) = &mut self.coord_state.running else {
             return false;
         };
         if seqno != current || !rmask.remove(from) {
             return false;
         }
         replies.insert(from, data.to_vec());
+        clock.answered(now, from, &mut self.msg_est, Some(&mut self.first_est));
+        let msg_t = self.request_msg_t();
+        let Some(Running::Request { rmask, clock, early, .. }) = &mut self.coord_state.running else {
+            return false;
+        };
         if rmask.is_empty() {
             self.complete_request(now);
         } else if self.cfg.early_repair {
             // Replies come in slot order: a member whose slot comes `k` slots after `from`'s
             // has sent by `k·MsgT` from now (its timer counts from the slot it last heard),
             // so the round is over once the last missing member's slot has passed.
-            let slot = |p: u32| slots.position(p).unwrap_or(0);
+            let slot = |p: u32| clock.slots().position(p).unwrap_or(0);
             let left = rmask.iter().last().map_or(0, |last| slot(last).saturating_sub(slot(from)));
             if left == 0 {
                 self.stats.early_repairs += 1;

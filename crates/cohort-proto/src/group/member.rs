@@ -3,6 +3,7 @@
 
 use super::coord::CoordState;
 use super::ordinary::{AckSlot, Incoming};
+use super::timing::Estimate;
 use super::{
     Config, ConfigError, Dest, Entry, Event, InitError, JoinError, LeaveError, LeftReason, RemoveReason, State, Stats,
     Transmit, View,
@@ -39,6 +40,10 @@ pub struct Member {
     out: VecDeque<(Dest, Vec<u8>)>,
     pub(super) events: VecDeque<Event>,
     pub(super) stats: Stats,
+    /// The spacing of consecutive slots' answers ([`Config::learn_msg_t`]).
+    pub(super) msg_est: Estimate,
+    /// As coordinator: the time from a request's first broadcast to the first slot's answer.
+    pub(super) first_est: Estimate,
 }
 
 impl Member {
@@ -70,6 +75,8 @@ impl Member {
             out: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
+            msg_est: Estimate::default(),
+            first_est: Estimate::default(),
         })
     }
 
@@ -529,6 +536,12 @@ impl Member {
         self.ack = None;
         self.answered_poll = None;
         self.events.push_back(Event::Left { reason });
+    }
+
+    /// The `MsgT` a request round's timers count in: `msg_t`, or the learned one
+    /// ([`Config::learn_msg_t`]).
+    pub(super) fn request_msg_t(&self) -> Duration {
+        if self.cfg.learn_msg_t { self.msg_est.bound(self.cfg.msg_t) } else { self.cfg.msg_t }
     }
 
     /// `msg_t` times `n`.

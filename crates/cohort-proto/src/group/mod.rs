@@ -36,7 +36,9 @@
 //! missing replies; a view-push round `MsgT + n·MsgT`; a join or leave poll `2·MsgT + joinT`
 //! (`leaveT`). An addressed process sends in slot `k` (1-based) `(k - 1)·MsgT` after its reply
 //! is ready, or earlier: right after it overhears slot `k - 1`, or `(k - 1 - j)·MsgT` after it
-//! overhears slot `j`.
+//! overhears slot `j`. With [`Config::learn_msg_t`], a request round's timers count in the
+//! `MsgT` learned from the answers instead (see `timing`), and its deadline is the earlier of
+//! the above and the learned time to the first slot's answer plus `(n - 1)` learned `MsgT`.
 //!
 //! # Fault detection (what the paper assumes, built here)
 //!
@@ -74,6 +76,7 @@ mod coord;
 mod member;
 mod ordinary;
 mod slot;
+mod timing;
 mod view;
 
 pub use cohort_wire::group::PidMask;
@@ -141,6 +144,16 @@ pub struct Config {
     /// a frame changes nothing). Zero: off (Alg. 2 as written). Default 2 ms: on a channel
     /// whose answers take longer than that (a 1500-byte frame below 6 Mbit/s).
     pub slot_lead: Duration,
+    /// `MsgT` learned from the answers: every process times the spacing of consecutive slots'
+    /// answers it hears, and the coordinator the time from its request to the first slot's
+    /// answer; each is smoothed as RFC 6298 smooths a round trip, and the timers of request
+    /// rounds (slot timers, early repair, the round's deadline) wait `SRTT + max(1 ms,
+    /// 4·RTTVAR)` per slot instead of `msg_t`, once four samples came and never longer than
+    /// `msg_t`. A lost request or answer then costs the silence this channel needs, not the
+    /// worst channel's. A timer that fires too soon costs one request frame (the answer it
+    /// did not wait for still counts, and its copy in the new round is ignored). Default on;
+    /// `false` keeps `msg_t` (Alg. 2 as written). View pushes and polls always use `msg_t`.
+    pub learn_msg_t: bool,
 }
 
 impl Default for Config {
@@ -154,6 +167,7 @@ impl Default for Config {
             early_repair: true,
             broadcast_copies: 1,
             slot_lead: Duration::from_millis(2),
+            learn_msg_t: true,
         }
     }
 }

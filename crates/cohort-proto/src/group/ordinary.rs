@@ -3,6 +3,7 @@
 
 use super::member::Member;
 use super::slot::Slot;
+use super::timing::RoundClock;
 use super::{Dest, Event, IncomingId, LeftReason, PidMask, RemoveReason, ReplyError, State, View};
 use cohort_time::Instant;
 use cohort_wire::group::{Message, ViewEntry};
@@ -15,6 +16,8 @@ pub(super) struct Incoming {
     pub reply: Option<Vec<u8>>,
     /// The slot to send it in, while the coordinator still asks for it.
     pub slot: Option<Slot>,
+    /// The answers of the latest broadcast of it, as heard here.
+    pub clock: RoundClock,
 }
 
 /// The acknowledgement of a view push, waiting for its slot.
@@ -34,7 +37,7 @@ impl Member {
         if data.len() > self.cfg.max_payload {
             return Err(ReplyError::TooLarge { len: data.len(), max: self.cfg.max_payload });
         }
-        let msg_t = self.cfg.msg_t;
+        let msg_t = self.request_msg_t();
         let Some(inc) = self.incoming.as_mut().filter(|i| i.id == id) else { return Err(ReplyError::Stale(id)) };
         if inc.reply.is_some() {
             return Err(ReplyError::AlreadyReplied(id));
@@ -63,10 +66,11 @@ impl Member {
         // The coordinator runs one operation at a time: its pushes are complete.
         self.view.commit();
         let id = IncomingId { coord: from, coord_incarnation: inc, seqno };
-        let msg_t = self.cfg.msg_t;
+        let msg_t = self.request_msg_t();
         match &mut self.incoming {
             Some(cur) if cur.id == id => {
                 // A re-broadcast: answer again (without handling again) if still asked.
+                cur.clock = RoundClock::new(rmask.clone(), None);
                 cur.slot = Slot::new(rmask, self.pid);
                 if let (Some(s), Some(_)) = (&mut cur.slot, &cur.reply) {
                     s.ready(now, msg_t);
@@ -79,7 +83,8 @@ impl Member {
                 if !rmask.contains(self.pid) {
                     return true;
                 }
-                self.incoming = Some(Incoming { id, reply: None, slot: Slot::new(rmask, self.pid) });
+                let clock = RoundClock::new(rmask.clone(), None);
+                self.incoming = Some(Incoming { id, reply: None, slot: Slot::new(rmask, self.pid), clock });
                 self.stats.requests_handled += 1;
                 self.events.push_back(Event::Request { id, data: data.to_vec() });
             }
@@ -90,11 +95,13 @@ impl Member {
 
     /// An overheard reply: the next slot may be ours (`nxtBit`).
     pub(super) fn overheard_reply(&mut self, now: Instant, from: u32, coord: u32, coord_inc: u32, seqno: u64) -> bool {
-        let (msg_t, lead) = (self.cfg.msg_t, self.cfg.slot_lead);
         let Some(cur) = &mut self.incoming else { return false };
         if cur.id != (IncomingId { coord, coord_incarnation: coord_inc, seqno }) {
             return false;
         }
+        cur.clock.answered(now, from, &mut self.msg_est, None);
+        let (msg_t, lead) = (self.request_msg_t(), self.cfg.slot_lead);
+        let Some(cur) = &mut self.incoming else { return false };
         if let Some(s) = &mut cur.slot {
             s.overheard(now, from, msg_t, lead);
         }
@@ -121,6 +128,7 @@ impl Member {
             && let Some(reply) = cur.reply.clone()
         {
             cur.slot = None;
+            cur.clock.answered_own(self.pid);
             let id = cur.id;
             self.stats.replies_sent += 1;
             let msg = Message::Arpl { coord: id.coord, coord_inc: id.coord_incarnation, seqno: id.seqno, data: &reply };

@@ -305,6 +305,57 @@ fn early_repair_waits_only_for_the_slots_of_the_missing_when_the_last_replies_ar
     }
 }
 
+/// With `learn_msg_t`, clean rounds teach every process how far apart the answers come (one
+/// delivery delay here), and the waits a loss costs shrink to that; without it they stay
+/// `MsgT`.
+#[test]
+fn a_learned_msg_t_shortens_the_waits_of_a_lost_answer_and_of_a_lost_request() {
+    for learn in [true, false] {
+        let mut t = Team::with_cfg(&[1, 2, 3, 4], Config { learn_msg_t: learn, ..cfg() });
+        let to = [2, 3, 4];
+        let request = |t: &mut Team| {
+            let id = t.on(1, |m, now| m.request_reply(now, &to, b"x".to_vec(), 50 * MS)).unwrap();
+            replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(r) if r.id == id)))
+        };
+        for _ in 0..4 {
+            assert_eq!(request(&mut t).broadcasts, 1);
+        }
+        let msg_t = t.m(1).request_msg_t();
+        for p in [1, 3, 4] {
+            assert_eq!(t.m(p).request_msg_t(), msg_t, "every process that heard the answers learned alike");
+        }
+        if learn {
+            assert!(msg_t < cfg().msg_t / 2, "{msg_t:?}");
+        } else {
+            assert_eq!(msg_t, cfg().msg_t);
+        }
+        // The last slot's first answer lost: asked again one learned MsgT after 3's answer.
+        let start = t.now;
+        let mut lost = false;
+        t.drop = Box::new(move |_, from, _, r| {
+            let drop = !lost && from == 4 && matches!(r.msg, Message::Arpl { .. });
+            lost |= drop;
+            drop
+        });
+        assert_eq!(request(&mut t).broadcasts, 2);
+        let areq = t.sent_of(kind::AREQ, start);
+        assert_eq!(areq[1].0, reply_reached_coordinator(&t, start, 3) + msg_t, "learn {learn}");
+        // The request lost at every member: asked again after the learned time to the first
+        // answer and two learned MsgT, before Alg. 2's `MsgT + procT + 3·MsgT`.
+        let start = t.now;
+        let mut first: Option<Instant> = None;
+        t.drop =
+            Box::new(move |now, _, _, r| matches!(r.msg, Message::Areq { .. }) && *first.get_or_insert(now) == now);
+        let first_bound = t.m(1).first_est.bound(Duration::MAX);
+        assert_eq!(request(&mut t).broadcasts, 2);
+        let areq = t.sent_of(kind::AREQ, start);
+        let alg2 = 4 * cfg().msg_t + 50 * MS;
+        let expected = if learn { alg2.min(first_bound + msg_t * 2) } else { alg2 };
+        assert_eq!(areq[1].0 - areq[0].0, expected, "learn {learn}");
+        assert_eq!(learn, expected < alg2);
+    }
+}
+
 #[test]
 fn the_coordinators_heartbeat_waits_for_the_end_of_a_round_of_replies() {
     // Requests back to back to 11 members: the replies of a round follow each other on the

@@ -1,0 +1,162 @@
+//! `MsgT` learned from the answers ([`Config::learn_msg_t`](super::Config::learn_msg_t)).
+//!
+//! Alg. 2 counts every timer of a request round in multiples of `MsgT`, a bound on one
+//! message's time from send to delivery that the application must choose for the worst
+//! channel. On the channel the group actually has, the answers of a round show how long one
+//! takes: the answer of slot `k + 1` follows the answer of slot `k`, which it overheard (or, with
+//! a slot lead, it waited behind by carrier sense), by its own channel access and airtime.
+//! Every process that hears two consecutive slots' answers samples that spacing; the
+//! coordinator also samples the time from its request broadcast to the first slot's answer (the
+//! request's airtime, the application's processing and the answer's). Each is smoothed as
+//! RFC 6298 smooths a round trip (`SRTT`, `RTTVAR`), and a timer waits `SRTT + max(G, 4·RTTVAR)`
+//! per slot, never more than the configured bound: the waits that a lost request or answer
+//! costs shrink from the worst channel's `MsgT` to what this channel needs.
+
+use cohort_time::Instant;
+use cohort_wire::group::PidMask;
+use std::time::Duration;
+
+/// Samples needed before an estimate replaces the configured bound.
+const WARMUP: u32 = 4;
+/// RFC 6298's clock granularity `G`: the least margin over the smoothed value.
+const GRANULARITY: Duration = Duration::from_millis(1);
+
+/// A smoothed duration and its mean deviation (RFC 6298 §2, gains 1/8 and 1/4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Estimate {
+    srtt: Duration,
+    var: Duration,
+    samples: u32,
+}
+
+impl Estimate {
+    pub fn sample(&mut self, d: Duration) {
+        if self.samples == 0 {
+            self.srtt = d;
+            self.var = d / 2;
+        } else {
+            let dev = self.srtt.abs_diff(d);
+            self.var = (self.var * 3 + dev) / 4;
+            self.srtt = (self.srtt * 7 + d) / 8;
+        }
+        self.samples = self.samples.saturating_add(1);
+    }
+
+    /// `SRTT + max(G, 4·RTTVAR)`, at most `cap`; `cap` until [`WARMUP`] samples came.
+    pub fn bound(&self, cap: Duration) -> Duration {
+        if self.samples < WARMUP {
+            return cap;
+        }
+        (self.srtt + (self.var * 4).max(GRANULARITY)).min(cap)
+    }
+}
+
+/// The answers of one round as one process hears them: the spacing of consecutive slots.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RoundClock {
+    /// The processes the round's broadcast addressed, whose pids order its slots.
+    slots: PidMask,
+    /// When the round's broadcast went out (known to its sender only).
+    sent: Option<Instant>,
+    /// The latest slot heard and when.
+    last: Option<(usize, Instant)>,
+    /// The local process's own slot, once it answered in this round: the spacing across it
+    /// (from the slot before to the slot after) counts as two.
+    own: Option<usize>,
+}
+
+impl RoundClock {
+    pub fn new(slots: PidMask, sent: Option<Instant>) -> Self {
+        RoundClock { slots, sent, last: None, own: None }
+    }
+
+    /// The local process answered in slot `pos` of this round.
+    pub fn answered_own(&mut self, pid: u32) {
+        self.own = self.slots.position(pid);
+    }
+
+    pub fn slots(&self) -> &PidMask {
+        &self.slots
+    }
+
+    /// The answer of `pid` arrived at `now`: the spacing from the slot before it goes to
+    /// `gap`, the time from the broadcast to the first slot's answer to `first` if given.
+    pub fn answered(&mut self, now: Instant, pid: u32, gap: &mut Estimate, first: Option<&mut Estimate>) {
+        let Some(pos) = self.slots.position(pid) else { return };
+        match (self.last, self.sent, first) {
+            (Some((p, t)), ..) if p + 1 == pos => gap.sample(now.saturating_duration_since(t)),
+            (Some((p, t)), ..) if p + 2 == pos && self.own == Some(p + 1) => {
+                gap.sample(now.saturating_duration_since(t) / 2)
+            }
+            (None, Some(sent), Some(first)) if pos == 1 => first.sample(now.saturating_duration_since(sent)),
+            _ => {}
+        }
+        if self.last.is_none_or(|(p, _)| pos > p) {
+            self.last = Some((pos, now));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn the_bound_is_the_cap_until_warm_then_follows_the_samples() {
+        let mut e = Estimate::default();
+        for _ in 0..WARMUP - 1 {
+            e.sample(12 * MS);
+            assert_eq!(e.bound(30 * MS), 30 * MS);
+        }
+        e.sample(12 * MS);
+        // Steady samples: the deviation decays towards zero, the margin to G.
+        let b = e.bound(30 * MS);
+        assert!(b > 12 * MS && b < 30 * MS, "{b:?}");
+        for _ in 0..100 {
+            e.sample(12 * MS);
+        }
+        assert_eq!(e.bound(30 * MS), 12 * MS + GRANULARITY);
+        // A spread widens the margin, and the cap holds.
+        for i in 0..50 {
+            e.sample(if i % 2 == 0 { 5 * MS } else { 25 * MS });
+        }
+        assert_eq!(e.bound(30 * MS), 30 * MS);
+        assert!(e.bound(300 * MS) > 25 * MS);
+    }
+
+    #[test]
+    fn only_consecutive_slots_and_the_first_slot_after_the_broadcast_are_sampled() {
+        let slots = PidMask::from_pids([3, 5, 8, 9]).unwrap();
+        let t0 = Instant::from_millis(100);
+        let (mut gap, mut first) = (Estimate::default(), Estimate::default());
+        let mut c = RoundClock::new(slots.clone(), Some(t0));
+        c.answered(t0 + 20 * MS, 3, &mut gap, Some(&mut first));
+        assert_eq!((first.samples, first.srtt), (1, 20 * MS));
+        // Slot 3 after slot 1: a slot between was lost, no sample.
+        c.answered(t0 + 40 * MS, 8, &mut gap, Some(&mut first));
+        assert_eq!(gap.samples, 0);
+        c.answered(t0 + 52 * MS, 9, &mut gap, Some(&mut first));
+        assert_eq!((gap.samples, gap.srtt), (1, 12 * MS));
+        // A late answer of an earlier slot, or a stranger, neither samples nor moves the clock.
+        c.answered(t0 + 53 * MS, 5, &mut gap, Some(&mut first));
+        c.answered(t0 + 54 * MS, 7, &mut gap, Some(&mut first));
+        assert_eq!((gap.samples, first.samples), (1, 1));
+        // A member's clock (no broadcast time) samples spacings only, and the spacing across
+        // its own answer as two.
+        let mut c = RoundClock::new(slots, None);
+        c.answered(t0, 3, &mut gap, Some(&mut first));
+        c.answered(t0 + 11 * MS, 5, &mut gap, Some(&mut first));
+        assert_eq!((gap.samples, first.samples), (2, 1));
+        let mut c = RoundClock::new(PidMask::from_pids([3, 5, 8]).unwrap(), None);
+        c.answered(t0, 3, &mut gap, None);
+        c.answered(t0 + 24 * MS, 8, &mut gap, None);
+        assert_eq!(gap.samples, 2, "no answer of its own between");
+        c = RoundClock::new(PidMask::from_pids([3, 5, 8]).unwrap(), None);
+        c.answered(t0, 3, &mut gap, None);
+        c.answered_own(5);
+        c.answered(t0 + 24 * MS, 8, &mut gap, None);
+        assert_eq!(gap.samples, 3);
+    }
+}
