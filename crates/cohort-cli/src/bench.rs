@@ -287,6 +287,10 @@ struct GroupArgs {
     /// Skip the Zenoh baseline.
     #[arg(long)]
     no_zenoh: bool,
+    /// GCBRR with `msg_t` throughout rather than learned from the answers (an ablation of
+    /// `Config::learn_msg_t`).
+    #[arg(long)]
+    fixed_msg_t: bool,
     /// Repetitions of the whole bench (GCBRR before the baselines in odd-numbered runs, after
     /// them in even-numbered ones); figures are their means with 95% intervals.
     #[arg(long, default_value_t = 3)]
@@ -893,6 +897,7 @@ fn group(a: &GroupArgs) -> Result<ExitCode, BenchError> {
         reps: a.reps,
         zenoh: !a.no_zenoh,
         fer: a.fer,
+        timing: cohort_proto::group::Config { learn_msg_t: !a.fixed_msg_t, ..GroupParams::default().timing },
         ..GroupParams::default()
     };
     p.validate().map_err(BenchError::Invalid)?;
