@@ -228,7 +228,7 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
     let cfg = Config {
         early_repair: sc.protocol.early_repair || seed % 2 == 1,
         broadcast_copies: copies,
-        learn_msg_t: sc.protocol.learn_msg_t && (seed / 4) % 2 == 0,
+        learn_msg_t: sc.protocol.learn_msg_t && (seed / 4).is_multiple_of(2),
         ..sc.protocol
     };
     let initial: Vec<u32> = (1..=members as u32).collect();

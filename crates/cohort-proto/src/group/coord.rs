@@ -40,6 +40,9 @@ enum Running {
         broadcasts: u32,
         /// The answers to the latest broadcast, whose addressed pids order its slots.
         clock: RoundClock,
+        /// `MsgT + procT` after the latest broadcast: by then every addressed member that
+        /// received it is ready to answer.
+        answers_from: Instant,
         /// With [`Config::early_repair`]: when the slot of the last member still missing will
         /// have passed, counted from the latest reply (`on_reply`).
         early: Option<Instant>,
@@ -162,6 +165,7 @@ impl Member {
                     issued_at,
                     broadcasts: 0,
                     clock: RoundClock::default(),
+                    answers_from: now,
                     early: None,
                 });
                 self.request_round(now);
@@ -186,15 +190,13 @@ impl Member {
     }
 
     /// One round of the running request: complete it, or (re)broadcast it to the processes
-    /// still missing and wait `MsgT + procT + n·MsgT` (or, with [`Config::learn_msg_t`], the
-    /// learned time to the first answer plus `(n - 1)` learned `MsgT`, if that is shorter).
+    /// still missing and wait `MsgT + procT + n·MsgT` (the last `n` in the learned `MsgT` with
+    /// [`Config::learn_msg_t`]).
     fn request_round(&mut self, now: Instant) {
         let ticket = self.my_ticket();
         let seqno = self.coord_state.seqno_of_running();
-        let (msg_t, learned) = (self.cfg.msg_t, self.request_msg_t());
-        let first = self.first_est.bound(Duration::MAX);
-        let learn = self.cfg.learn_msg_t;
-        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, clock, early, .. }) =
+        let (msg_t, slot_t) = (self.cfg.msg_t, self.request_msg_t());
+        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, clock, early, answers_from, .. }) =
             &mut self.coord_state.running
         else {
             return;
@@ -203,16 +205,10 @@ impl Member {
             self.complete_request(now);
             return;
         }
-        let n = rmask.len() as u32;
-        let mut wait = msg_t + *proc_t + msg_t.saturating_mul(n);
-        if learn {
-            wait = wait.min(first.saturating_add(learned.saturating_mul(n - 1)));
-        }
-        *deadline = now + wait;
+        *answers_from = now + msg_t + *proc_t;
+        *deadline = *answers_from + slot_t.saturating_mul(rmask.len() as u32);
         *broadcasts += 1;
-        // The time to the first answer is sampled on first broadcasts only: after a
-        // re-broadcast, an answer to the one before may come first.
-        *clock = RoundClock::new(rmask.clone(), (*broadcasts == 1).then_some(now));
+        *clock = RoundClock::new(rmask.clone());
         *early = None;
         let (rmask, data) = (rmask.clone(), std::mem::take(data));
         self.heartbeat_before_round(now);
@@ -253,9 +249,9 @@ impl Member {
             return false;
         }
         replies.insert(from, data.to_vec());
-        clock.answered(now, from, &mut self.msg_est, Some(&mut self.first_est));
-        let msg_t = self.request_msg_t();
-        let Some(Running::Request { rmask, clock, early, .. }) = &mut self.coord_state.running else {
+        clock.answered(now, from, &mut self.msg_est);
+        let (learn, msg_t, slot_t) = (self.cfg.learn_msg_t, self.cfg.msg_t, self.request_msg_t());
+        let Some(Running::Request { rmask, clock, early, answers_from, .. }) = &mut self.coord_state.running else {
             return false;
         };
         if rmask.is_empty() {
@@ -263,14 +259,21 @@ impl Member {
         } else if self.cfg.early_repair {
             // Replies come in slot order: a member whose slot comes `k` slots after `from`'s
             // has sent by `k·MsgT` from now (its timer counts from the slot it last heard),
-            // so the round is over once the last missing member's slot has passed.
+            // so the round is over once the last missing member's slot has passed. A learned
+            // `MsgT` shows the channel, not the members' processing: its slots count from no
+            // earlier than when they all are ready (and never end later than `msg_t`'s).
             let slot = |p: u32| clock.slots().position(p).unwrap_or(0);
             let left = rmask.iter().last().map_or(0, |last| slot(last).saturating_sub(slot(from)));
             if left == 0 {
                 self.stats.early_repairs += 1;
                 self.request_round(now);
             } else {
-                *early = Some(now + msg_t.saturating_mul(left as u32));
+                let slots = |t: Duration| t.saturating_mul(left as u32);
+                let mut at = now + slots(msg_t);
+                if learn {
+                    at = at.min(now.max(*answers_from) + slots(slot_t));
+                }
+                *early = Some(at);
             }
         }
         true

@@ -42,8 +42,6 @@ pub struct Member {
     pub(super) stats: Stats,
     /// The spacing of consecutive slots' answers ([`Config::learn_msg_t`]).
     pub(super) msg_est: Estimate,
-    /// As coordinator: the time from a request's first broadcast to the first slot's answer.
-    pub(super) first_est: Estimate,
 }
 
 impl Member {
@@ -76,7 +74,6 @@ impl Member {
             events: VecDeque::new(),
             stats: Stats::default(),
             msg_est: Estimate::default(),
-            first_est: Estimate::default(),
         })
     }
 

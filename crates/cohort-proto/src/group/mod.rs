@@ -36,9 +36,11 @@
 //! missing replies; a view-push round `MsgT + n·MsgT`; a join or leave poll `2·MsgT + joinT`
 //! (`leaveT`). An addressed process sends in slot `k` (1-based) `(k - 1)·MsgT` after its reply
 //! is ready, or earlier: right after it overhears slot `k - 1`, or `(k - 1 - j)·MsgT` after it
-//! overhears slot `j`. With [`Config::learn_msg_t`], a request round's timers count in the
-//! `MsgT` learned from the answers instead (see `timing`), and its deadline is the earlier of
-//! the above and the learned time to the first slot's answer plus `(n - 1)` learned `MsgT`.
+//! overhears slot `j`. With [`Config::learn_msg_t`], a request round's slots count in the
+//! `MsgT` learned from the spacing of the answers instead (see `timing`): the round waits
+//! `MsgT + procT + n·MsgT'` with `MsgT'` the learned one, and the coordinator's early repair
+//! goes at the earlier of `k·MsgT` after the latest reply and `k·MsgT'` after the later of the
+//! latest reply and `MsgT + procT` after the broadcast.
 //!
 //! # Fault detection (what the paper assumes, built here)
 //!
@@ -145,12 +147,14 @@ pub struct Config {
     /// whose answers take longer than that (a 1500-byte frame below 6 Mbit/s).
     pub slot_lead: Duration,
     /// `MsgT` learned from the answers: every process times the spacing of consecutive slots'
-    /// answers it hears, and the coordinator the time from its request to the first slot's
-    /// answer; each is smoothed as RFC 6298 smooths a round trip, and the timers of request
-    /// rounds (slot timers, early repair, the round's deadline) wait `SRTT + max(1 ms,
-    /// 4·RTTVAR)` per slot instead of `msg_t`, once four samples came and never longer than
-    /// `msg_t`. A lost request or answer then costs the silence this channel needs, not the
-    /// worst channel's. A timer that fires too soon costs one request frame (the answer it
+    /// answers it hears, smoothed as RFC 6298 smooths a round trip, and a request round's
+    /// slots (the members' slot timers, the coordinator's early repair and the last `n·MsgT`
+    /// of its deadline) count `SRTT + max(1 ms, 4·RTTVAR)` each instead of `msg_t`, once four
+    /// samples came and never longer than `msg_t`. A lost request or answer then costs the
+    /// silence this channel needs, not the worst channel's. What the spacing does not show
+    /// keeps its allowance: the request's delivery (`msg_t`) and the members' processing
+    /// (`procT`), so the coordinator's early repair counts learned slots from no earlier than
+    /// `msg_t + procT` after its broadcast (and never waits longer than `msg_t`'s). A timer that fires too soon costs one request frame (the answer it
     /// did not wait for still counts, and its copy in the new round is ignored). Default on;
     /// `false` keeps `msg_t` (Alg. 2 as written). View pushes and polls always use `msg_t`.
     pub learn_msg_t: bool,

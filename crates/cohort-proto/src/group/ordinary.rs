@@ -70,7 +70,7 @@ impl Member {
         match &mut self.incoming {
             Some(cur) if cur.id == id => {
                 // A re-broadcast: answer again (without handling again) if still asked.
-                cur.clock = RoundClock::new(rmask.clone(), None);
+                cur.clock = RoundClock::new(rmask.clone());
                 cur.slot = Slot::new(rmask, self.pid);
                 if let (Some(s), Some(_)) = (&mut cur.slot, &cur.reply) {
                     s.ready(now, msg_t);
@@ -83,7 +83,7 @@ impl Member {
                 if !rmask.contains(self.pid) {
                     return true;
                 }
-                let clock = RoundClock::new(rmask.clone(), None);
+                let clock = RoundClock::new(rmask.clone());
                 self.incoming = Some(Incoming { id, reply: None, slot: Slot::new(rmask, self.pid), clock });
                 self.stats.requests_handled += 1;
                 self.events.push_back(Event::Request { id, data: data.to_vec() });
@@ -99,7 +99,7 @@ impl Member {
         if cur.id != (IncomingId { coord, coord_incarnation: coord_inc, seqno }) {
             return false;
         }
-        cur.clock.answered(now, from, &mut self.msg_est, None);
+        cur.clock.answered(now, from, &mut self.msg_est);
         let (msg_t, lead) = (self.request_msg_t(), self.cfg.slot_lead);
         let Some(cur) = &mut self.incoming else { return false };
         if let Some(s) = &mut cur.slot {

@@ -5,12 +5,12 @@
 //! channel. On the channel the group actually has, the answers of a round show how long one
 //! takes: the answer of slot `k + 1` follows the answer of slot `k`, which it overheard (or, with
 //! a slot lead, it waited behind by carrier sense), by its own channel access and airtime.
-//! Every process that hears two consecutive slots' answers samples that spacing; the
-//! coordinator also samples the time from its request broadcast to the first slot's answer (the
-//! request's airtime, the application's processing and the answer's). Each is smoothed as
-//! RFC 6298 smooths a round trip (`SRTT`, `RTTVAR`), and a timer waits `SRTT + max(G, 4·RTTVAR)`
-//! per slot, never more than the configured bound: the waits that a lost request or answer
-//! costs shrink from the worst channel's `MsgT` to what this channel needs.
+//! Every process that hears two consecutive slots' answers samples that spacing, smoothed as
+//! RFC 6298 smooths a round trip (`SRTT`, `RTTVAR`), and a request round's timers wait
+//! `SRTT + max(G, 4·RTTVAR)` per slot, never more than the configured bound: the waits that a
+//! lost request or answer costs shrink from the worst channel's `MsgT` to what this channel
+//! needs. What the spacing does not show keeps its configured allowance: the request's own
+//! delivery (`MsgT`) and the members' processing (`procT`).
 
 use cohort_time::Instant;
 use cohort_wire::group::PidMask;
@@ -56,8 +56,6 @@ impl Estimate {
 pub(super) struct RoundClock {
     /// The processes the round's broadcast addressed, whose pids order its slots.
     slots: PidMask,
-    /// When the round's broadcast went out (known to its sender only).
-    sent: Option<Instant>,
     /// The latest slot heard and when.
     last: Option<(usize, Instant)>,
     /// The local process's own slot, once it answered in this round: the spacing across it
@@ -66,8 +64,8 @@ pub(super) struct RoundClock {
 }
 
 impl RoundClock {
-    pub fn new(slots: PidMask, sent: Option<Instant>) -> Self {
-        RoundClock { slots, sent, last: None, own: None }
+    pub fn new(slots: PidMask) -> Self {
+        RoundClock { slots, last: None, own: None }
     }
 
     /// The local process answered in slot `pos` of this round.
@@ -79,16 +77,12 @@ impl RoundClock {
         &self.slots
     }
 
-    /// The answer of `pid` arrived at `now`: the spacing from the slot before it goes to
-    /// `gap`, the time from the broadcast to the first slot's answer to `first` if given.
-    pub fn answered(&mut self, now: Instant, pid: u32, gap: &mut Estimate, first: Option<&mut Estimate>) {
+    /// The answer of `pid` arrived at `now`: its spacing from the slot before goes to `gap`.
+    pub fn answered(&mut self, now: Instant, pid: u32, gap: &mut Estimate) {
         let Some(pos) = self.slots.position(pid) else { return };
-        match (self.last, self.sent, first) {
-            (Some((p, t)), ..) if p + 1 == pos => gap.sample(now.saturating_duration_since(t)),
-            (Some((p, t)), ..) if p + 2 == pos && self.own == Some(p + 1) => {
-                gap.sample(now.saturating_duration_since(t) / 2)
-            }
-            (None, Some(sent), Some(first)) if pos == 1 => first.sample(now.saturating_duration_since(sent)),
+        match self.last {
+            Some((p, t)) if p + 1 == pos => gap.sample(now.saturating_duration_since(t)),
+            Some((p, t)) if p + 2 == pos && self.own == Some(p + 1) => gap.sample(now.saturating_duration_since(t) / 2),
             _ => {}
         }
         if self.last.is_none_or(|(p, _)| pos > p) {
@@ -127,36 +121,31 @@ mod tests {
     }
 
     #[test]
-    fn only_consecutive_slots_and_the_first_slot_after_the_broadcast_are_sampled() {
+    fn only_consecutive_slots_are_sampled_and_the_spacing_across_ones_own_answer_counts_twice() {
         let slots = PidMask::from_pids([3, 5, 8, 9]).unwrap();
         let t0 = Instant::from_millis(100);
-        let (mut gap, mut first) = (Estimate::default(), Estimate::default());
-        let mut c = RoundClock::new(slots.clone(), Some(t0));
-        c.answered(t0 + 20 * MS, 3, &mut gap, Some(&mut first));
-        assert_eq!((first.samples, first.srtt), (1, 20 * MS));
-        // Slot 3 after slot 1: a slot between was lost, no sample.
-        c.answered(t0 + 40 * MS, 8, &mut gap, Some(&mut first));
+        let mut gap = Estimate::default();
+        let mut c = RoundClock::new(slots);
+        c.answered(t0 + 20 * MS, 3, &mut gap);
         assert_eq!(gap.samples, 0);
-        c.answered(t0 + 52 * MS, 9, &mut gap, Some(&mut first));
+        // Slot 3 after slot 1: a slot between was lost, no sample.
+        c.answered(t0 + 40 * MS, 8, &mut gap);
+        assert_eq!(gap.samples, 0);
+        c.answered(t0 + 52 * MS, 9, &mut gap);
         assert_eq!((gap.samples, gap.srtt), (1, 12 * MS));
         // A late answer of an earlier slot, or a stranger, neither samples nor moves the clock.
-        c.answered(t0 + 53 * MS, 5, &mut gap, Some(&mut first));
-        c.answered(t0 + 54 * MS, 7, &mut gap, Some(&mut first));
-        assert_eq!((gap.samples, first.samples), (1, 1));
-        // A member's clock (no broadcast time) samples spacings only, and the spacing across
-        // its own answer as two.
-        let mut c = RoundClock::new(slots, None);
-        c.answered(t0, 3, &mut gap, Some(&mut first));
-        c.answered(t0 + 11 * MS, 5, &mut gap, Some(&mut first));
-        assert_eq!((gap.samples, first.samples), (2, 1));
-        let mut c = RoundClock::new(PidMask::from_pids([3, 5, 8]).unwrap(), None);
-        c.answered(t0, 3, &mut gap, None);
-        c.answered(t0 + 24 * MS, 8, &mut gap, None);
-        assert_eq!(gap.samples, 2, "no answer of its own between");
-        c = RoundClock::new(PidMask::from_pids([3, 5, 8]).unwrap(), None);
-        c.answered(t0, 3, &mut gap, None);
+        c.answered(t0 + 53 * MS, 5, &mut gap);
+        c.answered(t0 + 54 * MS, 7, &mut gap);
+        assert_eq!(gap.samples, 1);
+        // Across a slot of its own: only once this process answered in it.
+        let mut c = RoundClock::new(PidMask::from_pids([3, 5, 8]).unwrap());
+        c.answered(t0, 3, &mut gap);
+        c.answered(t0 + 24 * MS, 8, &mut gap);
+        assert_eq!(gap.samples, 1, "no answer of its own between");
+        c = RoundClock::new(PidMask::from_pids([3, 5, 8]).unwrap());
+        c.answered(t0, 3, &mut gap);
         c.answered_own(5);
-        c.answered(t0 + 24 * MS, 8, &mut gap, None);
-        assert_eq!(gap.samples, 3);
+        c.answered(t0 + 24 * MS, 8, &mut gap);
+        assert_eq!((gap.samples, gap.srtt), (2, 12 * MS));
     }
 }
