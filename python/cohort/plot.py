@@ -373,10 +373,12 @@ def plot_group(report: dict[str, Any], out: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     s = report["summary"]
+    zenoh = s.get("throughput_ratio_vs_zenoh")
+    zenoh = "no Zenoh figure" if zenoh is None else f"x{_r3(zenoh)} Zenoh"
     fig.suptitle(
         f"GCBRR at {s.get('nodes')} nodes: throughput x{_r3(s.get('throughput_ratio_vs_tcp'))} TCP-SEQ "
         f"(floors allow x{_r3(s.get('floor_ratio_vs_tcp'))}), x{_r3(s.get('throughput_ratio_vs_rup'))} RUP, "
-        f"x{_r3(s.get('throughput_ratio_vs_zenoh'))} Zenoh; airtime efficiency {_r3(s.get('airtime_efficiency'))}\n"
+        f"{zenoh}; airtime efficiency {_r3(s.get('airtime_efficiency'))}\n"
         f"with {100 * report.get('params', {}).get('fer', 0):g}% frame errors "
         f"x{_r3(s.get('throughput_ratio_vs_tcp_fer'))} TCP-SEQ "
         f"(floors allow x{_r3(s.get('floor_ratio_vs_tcp_fer'))}), efficiency {_r3(s.get('airtime_efficiency_fer'))}; "
