@@ -154,9 +154,10 @@ pub struct Config {
     /// silence this channel needs, not the worst channel's. What the spacing does not show
     /// keeps its allowance: the request's delivery (`msg_t`) and the members' processing
     /// (`procT`), so the coordinator's early repair counts learned slots from no earlier than
-    /// `msg_t + procT` after its broadcast (and never waits longer than `msg_t`'s). A timer that fires too soon costs one request frame (the answer it
-    /// did not wait for still counts, and its copy in the new round is ignored). Default on;
-    /// `false` keeps `msg_t` (Alg. 2 as written). View pushes and polls always use `msg_t`.
+    /// `msg_t + procT` after its broadcast (and never waits longer than `msg_t`'s). A timer
+    /// that fires too soon costs one request frame (the answer it did not wait for still
+    /// counts, and its copy in the new round is ignored). Default on; `false` keeps `msg_t`
+    /// (Alg. 2 as written). View pushes and polls always use `msg_t`.
     pub learn_msg_t: bool,
 }
 

@@ -12,42 +12,33 @@
 //! needs. What the spacing does not show keeps its configured allowance: the request's own
 //! delivery (`MsgT`) and the members' processing (`procT`).
 
+use crate::lrt::pace::RttEstimator;
 use cohort_time::Instant;
 use cohort_wire::group::PidMask;
 use std::time::Duration;
 
 /// Samples needed before an estimate replaces the configured bound.
 const WARMUP: u32 = 4;
-/// RFC 6298's clock granularity `G`: the least margin over the smoothed value.
-const GRANULARITY: Duration = Duration::from_millis(1);
 
-/// A smoothed duration and its mean deviation (RFC 6298 §2, gains 1/8 and 1/4).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Estimate {
-    srtt: Duration,
-    var: Duration,
-    samples: u32,
+/// The spacing of consecutive slots' answers, smoothed as RFC 6298 smooths a round trip (LRT's
+/// estimator: the same gains and the same 1 ms granularity).
+#[derive(Debug, Clone)]
+pub(super) struct Estimate(RttEstimator);
+
+impl Default for Estimate {
+    fn default() -> Self {
+        Estimate(RttEstimator::new(Duration::ZERO))
+    }
 }
 
 impl Estimate {
     pub fn sample(&mut self, d: Duration) {
-        if self.samples == 0 {
-            self.srtt = d;
-            self.var = d / 2;
-        } else {
-            let dev = self.srtt.abs_diff(d);
-            self.var = (self.var * 3 + dev) / 4;
-            self.srtt = (self.srtt * 7 + d) / 8;
-        }
-        self.samples = self.samples.saturating_add(1);
+        self.0.sample(d);
     }
 
     /// `SRTT + max(G, 4·RTTVAR)`, at most `cap`; `cap` until [`WARMUP`] samples came.
     pub fn bound(&self, cap: Duration) -> Duration {
-        if self.samples < WARMUP {
-            return cap;
-        }
-        (self.srtt + (self.var * 4).max(GRANULARITY)).min(cap)
+        if self.0.samples() < WARMUP { cap } else { self.0.probe_timeout().min(cap) }
     }
 }
 
@@ -111,7 +102,7 @@ mod tests {
         for _ in 0..100 {
             e.sample(12 * MS);
         }
-        assert_eq!(e.bound(30 * MS), 12 * MS + GRANULARITY);
+        assert_eq!(e.bound(30 * MS), 13 * MS, "the margin is at least 1 ms");
         // A spread widens the margin, and the cap holds.
         for i in 0..50 {
             e.sample(if i % 2 == 0 { 5 * MS } else { 25 * MS });
@@ -127,25 +118,25 @@ mod tests {
         let mut gap = Estimate::default();
         let mut c = RoundClock::new(slots);
         c.answered(t0 + 20 * MS, 3, &mut gap);
-        assert_eq!(gap.samples, 0);
+        assert_eq!(gap.0.samples(), 0);
         // Slot 3 after slot 1: a slot between was lost, no sample.
         c.answered(t0 + 40 * MS, 8, &mut gap);
-        assert_eq!(gap.samples, 0);
+        assert_eq!(gap.0.samples(), 0);
         c.answered(t0 + 52 * MS, 9, &mut gap);
-        assert_eq!((gap.samples, gap.srtt), (1, 12 * MS));
+        assert_eq!((gap.0.samples(), gap.0.srtt()), (1, 12 * MS));
         // A late answer of an earlier slot, or a stranger, neither samples nor moves the clock.
         c.answered(t0 + 53 * MS, 5, &mut gap);
         c.answered(t0 + 54 * MS, 7, &mut gap);
-        assert_eq!(gap.samples, 1);
+        assert_eq!(gap.0.samples(), 1);
         // Across a slot of its own: only once this process answered in it.
         let mut c = RoundClock::new(PidMask::from_pids([3, 5, 8]).unwrap());
         c.answered(t0, 3, &mut gap);
         c.answered(t0 + 24 * MS, 8, &mut gap);
-        assert_eq!(gap.samples, 1, "no answer of its own between");
+        assert_eq!(gap.0.samples(), 1, "no answer of its own between");
         c = RoundClock::new(PidMask::from_pids([3, 5, 8]).unwrap());
         c.answered(t0, 3, &mut gap);
         c.answered_own(5);
         c.answered(t0 + 24 * MS, 8, &mut gap);
-        assert_eq!((gap.samples, gap.srtt), (2, 12 * MS));
+        assert_eq!((gap.0.samples(), gap.0.srtt()), (2, 12 * MS));
     }
 }

@@ -176,14 +176,16 @@ pub struct RttEstimator {
     rttvar: Duration,
     min: Duration,
     initial: Duration,
+    samples: u32,
 }
 
 impl RttEstimator {
     pub fn new(initial: Duration) -> Self {
-        RttEstimator { srtt: None, rttvar: initial / 2, min: Duration::MAX, initial }
+        RttEstimator { srtt: None, rttvar: initial / 2, min: Duration::MAX, initial, samples: 0 }
     }
 
     pub fn sample(&mut self, rtt: Duration) {
+        self.samples = self.samples.saturating_add(1);
         self.min = self.min.min(rtt);
         match self.srtt {
             None => {
@@ -200,6 +202,11 @@ impl RttEstimator {
 
     pub fn srtt(&self) -> Duration {
         self.srtt.unwrap_or(self.initial)
+    }
+
+    /// Samples taken so far.
+    pub fn samples(&self) -> u32 {
+        self.samples
     }
 
     pub fn min_rtt(&self) -> Option<Duration> {
