@@ -59,7 +59,7 @@ impl RoundClock {
         RoundClock { slots, last: None, own: None }
     }
 
-    /// The local process answered in slot `pos` of this round.
+    /// The local process, `pid`, answered in its slot of this round.
     pub fn answered_own(&mut self, pid: u32) {
         self.own = self.slots.position(pid);
     }
