@@ -186,6 +186,7 @@ class GroupSocket:
         broadcast_copies: int = 1,
         slot_lead: float = 0.002,
         learn_msg_t: bool = True,
+        ask_again: bool = True,
     ) -> GroupSocket: ...
     @property
     def pid(self) -> int: ...

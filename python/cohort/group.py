@@ -48,6 +48,7 @@ class GroupSocket:
         broadcast_copies: int = 1,
         slot_lead: float = 0.002,
         learn_msg_t: bool = True,
+        ask_again: bool = True,
     ) -> GroupSocket:
         """Binds ``local`` (``"ip:port"``, this member's address on the team's port) and the
         team's ``broadcast`` address (same port), and starts the member.
@@ -68,7 +69,10 @@ class GroupSocket:
         send that long after it, behind the answer in between, instead of waiting to hear it;
         ``learn_msg_t`` (on by default) times a request round's waits by the spacing of the
         answers heard so far (never longer than ``msg_t``), so a lost request or answer costs
-        the silence this channel needs, not ``msg_t``'s (``False``: ``msg_t`` throughout).
+        the silence this channel needs, not ``msg_t``'s (``False``: ``msg_t`` throughout);
+        ``ask_again`` (on by default) lets each reply name the members whose replies its
+        sender overheard, and a coordinator whose missing members were all named asks them
+        again without the request's data (``False``: every repair re-sends the request).
         """
         return cls(
             _native.GroupSocket.open(
@@ -90,6 +94,7 @@ class GroupSocket:
                 broadcast_copies=broadcast_copies,
                 slot_lead=slot_lead,
                 learn_msg_t=learn_msg_t,
+                ask_again=ask_again,
             )
         )
 

@@ -141,13 +141,15 @@ def test_broadcast_copies_are_sent_and_each_message_handled_once() -> None:
         open_member(4, free_port(), [4], broadcast_copies=5)
 
 
-@pytest.mark.parametrize("learn_msg_t", [True, False])
-def test_early_repair_members_answer_as_usual(learn_msg_t: bool) -> None:
+@pytest.mark.parametrize(("learn_msg_t", "ask_again"), [(True, True), (False, False)])
+def test_early_repair_members_answer_as_usual(learn_msg_t: bool, ask_again: bool) -> None:
     handled: list[int] = []
-    with serving_team(handled, early_repair=True, learn_msg_t=learn_msg_t) as g:
+    with serving_team(handled, early_repair=True, learn_msg_t=learn_msg_t, ask_again=ask_again) as g:
         for _ in range(6):  # past the learned MsgT's warm-up (four samples)
             out = g[0].request_reply([2, 3], b"hi", timeout=WAIT)
             assert out.replies == {2: b"2:hi", 3: b"3:hi"} and out.broadcasts >= 1
+        st = g[0].stats()["member"]
+        assert st["requests_sent"] + st["again_sent"] >= 6 and (ask_again or st["again_sent"] == 0)
     # Whatever a learned MsgT's timers re-broadcast, each member handled each request once.
     assert handled == [1] * 12
 

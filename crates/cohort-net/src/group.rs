@@ -815,34 +815,40 @@ fn receive(shared: &Shared<Inner>, sock: &UdpSocket, own: u32, buf: &mut [u8]) {
 /// Refuses a request (`reply` false) or reply payload of `len` bytes that would not fit one
 /// frame in `m`'s group as it is now.
 fn fits_one_frame(m: &Member, len: usize, reply: bool) -> Result<(), GroupError> {
-    let max = if reply {
-        max_unfragmented_reply()
-    } else {
-        let pids = m.view().pids();
-        let span = match (pids.iter().min(), pids.iter().max()) {
-            (Some(lo), Some(hi)) => hi - lo + 1,
-            _ => 1,
-        };
-        max_unfragmented_payload(span)
+    let pids = m.view().pids();
+    let span = match (pids.iter().min(), pids.iter().max()) {
+        (Some(lo), Some(hi)) => hi - lo + 1,
+        _ => 1,
     };
+    let max = if reply { max_unfragmented_reply(span) } else { max_unfragmented_payload(span) };
     if len > max { Err(GroupError::BeyondOneFrame { len, max }) } else { Ok(()) }
 }
 
-/// The largest reply payload whose ARPL still fits one 1500-byte IP packet.
-pub fn max_unfragmented_reply() -> usize {
-    use cohort_wire::group::{GroupRepr, Message};
-    let empty =
-        GroupRepr { pid: 1, incarnation: 0, msg: Message::Arpl { coord: 0, coord_inc: 0, seqno: 0, data: &[] } };
+/// The payload that still fits one 1500-byte IP packet behind `msg`'s header (a message
+/// without data).
+fn room_after(msg: cohort_wire::group::Message<'_>) -> usize {
+    let empty = cohort_wire::group::GroupRepr { pid: 1, incarnation: 0, msg };
     ETHERNET_MTU.saturating_sub(empty.buffer_len() + cohort_wire::frame::OVERHEAD + UDP_IPV4)
 }
 
-/// The largest request or reply payload whose AREQ still fits one 1500-byte IP packet, for a
-/// group whose pids span `span` consecutive ids (the reply mask grows with it).
+/// The widest mask of a group whose pids span `span` consecutive ids.
+fn widest_mask(span: u32) -> cohort_wire::group::PidMask {
+    cohort_wire::group::PidMask::from_pids([1, span.max(1)]).unwrap_or_default()
+}
+
+/// The largest reply payload whose ARPL still fits one 1500-byte IP packet, for a group whose
+/// pids span `span` consecutive ids (the mask of the replies its sender overheard grows with
+/// it).
+pub fn max_unfragmented_reply(span: u32) -> usize {
+    use cohort_wire::group::Message;
+    room_after(Message::Arpl { coord: 0, coord_inc: 0, seqno: 0, heard: widest_mask(span), data: &[] })
+}
+
+/// The largest request payload whose AREQ still fits one 1500-byte IP packet, for a group
+/// whose pids span `span` consecutive ids (the reply mask grows with it).
 pub fn max_unfragmented_payload(span: u32) -> usize {
-    use cohort_wire::group::{GroupRepr, Message, PidMask};
-    let rmask = PidMask::from_pids([1, span.max(1)]).unwrap_or_default();
-    let empty = GroupRepr { pid: 1, incarnation: 0, msg: Message::Areq { ticket: 0, seqno: 0, rmask, data: &[] } };
-    ETHERNET_MTU.saturating_sub(empty.buffer_len() + cohort_wire::frame::OVERHEAD + UDP_IPV4)
+    use cohort_wire::group::Message;
+    room_after(Message::Areq { ticket: 0, seqno: 0, rmask: widest_mask(span), data: &[] })
 }
 
 /// Claims `pid` in the group (team id and broadcast address) on this host for the life of the

@@ -46,14 +46,25 @@ fn open_static(pids: &[u32], port: u16) -> Vec<Arc<GroupSocket>> {
 
 /// Answers every request with `pid:data` until `stop`.
 fn serve(s: Arc<GroupSocket>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    serve_with(s, stop, |pid, data| {
+        let mut out = format!("{pid}:").into_bytes();
+        out.extend_from_slice(data);
+        out
+    })
+}
+
+/// Answers every request with `answer(pid, data)` until `stop`.
+fn serve_with(
+    s: Arc<GroupSocket>,
+    stop: Arc<AtomicBool>,
+    answer: impl Fn(u32, &[u8]) -> Vec<u8> + Send + 'static,
+) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         let mut handled = 0;
         while !stop.load(Ordering::Relaxed) {
             match s.next_request(Some(Duration::from_millis(50))) {
                 Ok(r) => {
-                    let mut out = format!("{}:", s.pid()).into_bytes();
-                    out.extend_from_slice(&r.data);
-                    s.reply(r.id, &out).unwrap();
+                    s.reply(r.id, &answer(s.pid(), &r.data)).unwrap();
                     handled += 1;
                 }
                 Err(GroupError::TimedOut) => {}
@@ -315,9 +326,12 @@ fn payloads_past_one_frame_are_refused_unless_fragmentation_is_allowed() {
     let port = free_port();
     let g = open_static(&[1, 2], port);
     let stop = Arc::new(AtomicBool::new(false));
-    let h = serve(g[1].clone(), stop.clone());
+    // Replies as long as fits (the mask of the replies a member overheard is counted at its
+    // widest for the group's pids).
+    let reply = cohort_net::group::max_unfragmented_reply(2);
+    let h = serve_with(g[1].clone(), stop.clone(), move |_, _| vec![9u8; reply]);
     let fits = cohort_net::group::max_unfragmented_payload(2);
-    g[0].request_reply(&[2], &vec![7u8; fits], Duration::ZERO, WAIT).unwrap();
+    assert_eq!(g[0].request_reply(&[2], &vec![7u8; fits], Duration::ZERO, WAIT).unwrap().replies[&2].len(), reply);
     match g[0].request_reply(&[2], &vec![7u8; fits + 1], Duration::ZERO, WAIT) {
         Err(GroupError::BeyondOneFrame { len, max }) => assert_eq!((len, max), (fits + 1, fits)),
         other => panic!("{other:?}"),

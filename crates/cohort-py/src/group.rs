@@ -243,7 +243,8 @@ impl PyGroupSocket {
     #[staticmethod]
     #[pyo3(signature = (local, broadcast, *, secret, team, pid, members=None, incarnation=None, dscp=None,
         allow_fragmentation=false, msg_t=0.03, fault_detect_t=1.0, heartbeat_t=0.25, max_payload=60000,
-        start_grace=0.0, early_repair=true, broadcast_copies=1, slot_lead=0.002, learn_msg_t=true))]
+        start_grace=0.0, early_repair=true, broadcast_copies=1, slot_lead=0.002, learn_msg_t=true,
+        ask_again=true))]
     #[allow(clippy::too_many_arguments)]
     fn open(
         py: Python<'_>,
@@ -265,6 +266,7 @@ impl PyGroupSocket {
         broadcast_copies: u8,
         slot_lead: f64,
         learn_msg_t: bool,
+        ask_again: bool,
     ) -> PyResult<Self> {
         let (local, broadcast) = (errors::address(local)?, errors::address(broadcast)?);
         let mut cfg = GroupConfig::new(&*secret, team, pid, local, broadcast);
@@ -284,6 +286,7 @@ impl PyGroupSocket {
         cfg.group.broadcast_copies = broadcast_copies;
         cfg.group.slot_lead = errors::seconds("slot_lead", slot_lead)?;
         cfg.group.learn_msg_t = learn_msg_t;
+        cfg.group.ask_again = ask_again;
         let start = match (members, incarnation) {
             (Some(_), Some(_)) => {
                 return Err(Error::config(
@@ -505,6 +508,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &GroupSocketStats) -> PyResult<Bound<'py,
         suspicions,
         requests_handled,
         early_repairs,
+        again_sent,
         broadcast_copies,
         joins_refused
     );

@@ -222,13 +222,15 @@ pub fn run_group(sc: &GroupScenario, seed: u64) -> GroupOutcome {
     let outsiders = rng.below(sc.outsiders_max + 1);
     let n = members + outsiders;
     // From the seed's bits (so the random draws stay what they were): half the seeds repair
-    // early, half (crosswise) send every broadcast twice, and half (crosswise again) keep
-    // `msg_t` rather than learn it.
+    // early, half (crosswise) send every broadcast twice, half (crosswise again) keep `msg_t`
+    // rather than learn it, and half (crosswise again) re-send the request in every repair
+    // round rather than ask holders again without it.
     let copies = if (seed / 2) % 2 == 1 { sc.protocol.broadcast_copies.max(2) } else { sc.protocol.broadcast_copies };
     let cfg = Config {
         early_repair: sc.protocol.early_repair || seed % 2 == 1,
         broadcast_copies: copies,
         learn_msg_t: sc.protocol.learn_msg_t && (seed / 4).is_multiple_of(2),
+        ask_again: sc.protocol.ask_again && (seed / 8).is_multiple_of(2),
         ..sc.protocol
     };
     let initial: Vec<u32> = (1..=members as u32).collect();

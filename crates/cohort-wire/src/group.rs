@@ -12,7 +12,7 @@
 //! +------+-------+----------+--------------+--------------------------------------+
 //!
 //! AREQ  (1)  ticket u64 | seqno u64 | rmask MASK | data…
-//! ARPL  (2)  coord u32 | coord_inc u32 | seqno u64 | data…
+//! ARPL  (2)  coord u32 | coord_inc u32 | seqno u64 | [heard MASK] | data…   flags bit 0: heard
 //! JPOLL (3)  ticket u64 | poll u64
 //! JOIN  (4)  coord u32 | poll u64
 //! LPOLL (5)  ticket u64 | poll u64
@@ -20,6 +20,7 @@
 //! VPUSH (7)  ticket u64 | push u64 | next_ticket u64 | rmask MASK | count u16 | count × ENTRY
 //! VACK  (8)  coord u32 | coord_inc u32 | push u64
 //! HBEAT (9)  ticket u64 | view u64 | members MASK          flags bit 0: sender is coordinator
+//! AGAIN (10) ticket u64 | seqno u64 | rmask MASK
 //!
 //! ENTRY      pid u32 | incarnation u32 | ticket u64 | flags u8 (bit 0: new member)
 //! MASK       see [`mask`]: base u32 | len u16 | bitmap
@@ -33,6 +34,11 @@
 //! nothing for a while sends one, carrying the members its view holds and the number of the
 //! latest view push that view reflects (so a heartbeat overtaken by a later push is known to
 //! be stale).
+//!
+//! A reply carries, when it has any (flag bit 0), the processes whose replies to the same
+//! request its sender overheard before sending it (`heard`): they hold the request, so the
+//! coordinator that lost one of those replies may ask for it again with AGAIN, which repeats
+//! the request's number and reply mask but not its data.
 //!
 //! The encoding is canonical: undefined flag bits must be zero, fixed-size messages may not
 //! carry trailing bytes, masks and views have one form each. So whatever
@@ -53,6 +59,7 @@ pub mod kind {
     pub const VPUSH: u8 = 7;
     pub const VACK: u8 = 8;
     pub const HBEAT: u8 = 9;
+    pub const AGAIN: u8 = 10;
 }
 
 /// Bytes of the common header.
@@ -61,6 +68,8 @@ pub const HEADER_LEN: usize = 10;
 pub const ENTRY_LEN: usize = 17;
 /// HBEAT flag: the sender considers itself the coordinator.
 const FLAG_COORD: u8 = 0x01;
+/// ARPL flag: a non-empty `heard` mask precedes the data.
+const FLAG_HEARD: u8 = 0x01;
 /// Entry flag: a member added since the last completed view push.
 const ENTRY_NEW: u8 = 0x01;
 
@@ -185,8 +194,10 @@ pub enum Message<'a> {
     /// Application request number `seqno` for the processes of `rmask`, which reply in the
     /// order of their ids.
     Areq { ticket: u64, seqno: u64, rmask: PidMask, data: &'a [u8] },
-    /// Reply to request `seqno` of coordinator `coord` (incarnation `coord_inc`).
-    Arpl { coord: u32, coord_inc: u32, seqno: u64, data: &'a [u8] },
+    /// Reply to request `seqno` of coordinator `coord` (incarnation `coord_inc`); `heard` holds
+    /// the processes whose replies to it the sender overheard before sending this one (they
+    /// hold the request).
+    Arpl { coord: u32, coord_inc: u32, seqno: u64, heard: PidMask, data: &'a [u8] },
     /// Join poll number `poll`.
     Jpoll { ticket: u64, poll: u64 },
     /// Join request to coordinator `coord`, answering its poll `poll` (sent unicast).
@@ -203,6 +214,9 @@ pub enum Message<'a> {
     /// Heartbeat: the sender is alive, holds ticket `ticket` (0 if none), considers itself the
     /// coordinator if `coord`, and has `members` in its view, which reflects view push `view`.
     Hbeat { ticket: u64, view: u64, coord: bool, members: PidMask },
+    /// Asks the processes of `rmask`, which hold request `seqno` already, to send their replies
+    /// again, in the order of their ids: a repair round without the request's data.
+    Again { ticket: u64, seqno: u64, rmask: PidMask },
 }
 
 impl Message<'_> {
@@ -218,6 +232,7 @@ impl Message<'_> {
             Message::Vpush { .. } => kind::VPUSH,
             Message::Vack { .. } => kind::VACK,
             Message::Hbeat { .. } => kind::HBEAT,
+            Message::Again { .. } => kind::AGAIN,
         }
     }
 }
@@ -266,8 +281,12 @@ impl<'a> GroupRepr<'a> {
     pub fn parse(bytes: &'a [u8]) -> Result<Self, GroupError> {
         let p = GroupPacket::new_checked(bytes)?;
         let (k, flags) = (p.msg_type(), p.flags());
-        let allowed = if k == kind::HBEAT { FLAG_COORD } else { 0 };
-        if !(kind::AREQ..=kind::HBEAT).contains(&k) {
+        let allowed = match k {
+            kind::HBEAT => FLAG_COORD,
+            kind::ARPL => FLAG_HEARD,
+            _ => 0,
+        };
+        if !(kind::AREQ..=kind::AGAIN).contains(&k) {
             return Err(GroupError::UnknownType(k));
         }
         if flags & !allowed != 0 {
@@ -282,7 +301,18 @@ impl<'a> GroupRepr<'a> {
             }
             kind::ARPL => {
                 need(b, k, 16)?;
-                Message::Arpl { coord: u32_at(b, 0), coord_inc: u32_at(b, 4), seqno: u64_at(b, 8), data: &b[16..] }
+                let (heard, n) = if flags & FLAG_HEARD != 0 {
+                    let (heard, n) = mask::PidMask::parse(&b[16..])?;
+                    if heard.is_empty() {
+                        // An empty set is written without the flag.
+                        return Err(MaskError::NotCanonical.into());
+                    }
+                    (heard, n)
+                } else {
+                    (PidMask::new(), 0)
+                };
+                let (coord, coord_inc, seqno) = (u32_at(b, 0), u32_at(b, 4), u64_at(b, 8));
+                Message::Arpl { coord, coord_inc, seqno, heard, data: &b[16 + n..] }
             }
             kind::JPOLL | kind::LPOLL => {
                 exact(b, k, 16)?;
@@ -307,6 +337,12 @@ impl<'a> GroupRepr<'a> {
                 exact(b, k, 16)?;
                 Message::Vack { coord: u32_at(b, 0), coord_inc: u32_at(b, 4), push: u64_at(b, 8) }
             }
+            kind::AGAIN => {
+                need(b, k, 16)?;
+                let (rmask, n) = mask::PidMask::parse(&b[16..])?;
+                exact(&b[16..], k, n)?;
+                Message::Again { ticket: u64_at(b, 0), seqno: u64_at(b, 8), rmask }
+            }
             _ => {
                 need(b, k, 16)?;
                 let (members, n) = mask::PidMask::parse(&b[16..])?;
@@ -322,12 +358,15 @@ impl<'a> GroupRepr<'a> {
         HEADER_LEN
             + match &self.msg {
                 Message::Areq { rmask, data, .. } => 16 + rmask.buffer_len() + data.len(),
-                Message::Arpl { data, .. } => 16 + data.len(),
+                Message::Arpl { heard, data, .. } => {
+                    16 + if heard.is_empty() { 0 } else { heard.buffer_len() } + data.len()
+                }
                 Message::Jpoll { .. } | Message::Lpoll { .. } | Message::Vack { .. } => 16,
                 Message::Join { .. } => 12,
                 Message::Left => 0,
                 Message::Vpush { rmask, view, .. } => 24 + rmask.buffer_len() + 2 + view.len() * ENTRY_LEN,
                 Message::Hbeat { members, .. } => 16 + members.buffer_len(),
+                Message::Again { rmask, .. } => 16 + rmask.buffer_len(),
             }
     }
 
@@ -344,8 +383,10 @@ impl<'a> GroupRepr<'a> {
         p.set_msg_type(self.msg.kind());
         p.set_pid(self.pid);
         p.set_incarnation(self.incarnation);
-        if let Message::Hbeat { coord: true, .. } = self.msg {
-            p.set_flags(FLAG_COORD);
+        match &self.msg {
+            Message::Hbeat { coord: true, .. } => p.set_flags(FLAG_COORD),
+            Message::Arpl { heard, .. } if !heard.is_empty() => p.set_flags(FLAG_HEARD),
+            _ => {}
         }
         let b = p.body_mut();
         match &self.msg {
@@ -355,11 +396,17 @@ impl<'a> GroupRepr<'a> {
                 let n = rmask.emit(&mut b[16..])?;
                 b[16 + n..].copy_from_slice(data);
             }
-            Message::Arpl { coord, coord_inc, seqno, data } => {
+            Message::Arpl { coord, coord_inc, seqno, heard, data } => {
                 b[..4].copy_from_slice(&coord.to_be_bytes());
                 b[4..8].copy_from_slice(&coord_inc.to_be_bytes());
                 b[8..16].copy_from_slice(&seqno.to_be_bytes());
-                b[16..].copy_from_slice(data);
+                let n = if heard.is_empty() { 0 } else { heard.emit(&mut b[16..])? };
+                b[16 + n..].copy_from_slice(data);
+            }
+            Message::Again { ticket, seqno, rmask } => {
+                b[..8].copy_from_slice(&ticket.to_be_bytes());
+                b[8..16].copy_from_slice(&seqno.to_be_bytes());
+                rmask.emit(&mut b[16..])?;
             }
             Message::Jpoll { ticket, poll } | Message::Lpoll { ticket, poll } => {
                 b[..8].copy_from_slice(&ticket.to_be_bytes());

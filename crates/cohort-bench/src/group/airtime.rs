@@ -62,27 +62,39 @@ impl Floor {
         IPV4 + UDP + cohort_wire::frame::OVERHEAD + msg
     }
 
-    /// GCBRR's request (carrying `data` bytes) and reply sizes in a group of `n`.
-    fn gcbrr_sizes(n: usize, data: usize, reply: usize) -> (usize, usize) {
-        let (data, reply) = (vec![0; data], vec![0; reply]);
+    /// GCBRR's request carrying `data` bytes to the members of a group of `n` (pids 1 to `n`,
+    /// the coordinator 1).
+    fn gcbrr_request(n: usize, data: usize) -> usize {
+        let data = vec![0; data];
         let rmask = PidMask::from_pids(2..=n.max(2) as u32).unwrap_or_default();
         let areq = GroupRepr { pid: 1, incarnation: 0, msg: Message::Areq { ticket: 1, seqno: 1, rmask, data: &data } };
-        let arpl = GroupRepr {
-            pid: n as u32,
-            incarnation: 0,
-            msg: Message::Arpl { coord: 1, coord_inc: 0, seqno: 1, data: &reply },
-        };
-        (Self::gcbrr_packet(areq.buffer_len()), Self::gcbrr_packet(arpl.buffer_len()))
+        Self::gcbrr_packet(areq.buffer_len())
     }
 
+    /// GCBRR's reply of `reply` bytes from the member in slot `k` (pid `k + 1`): it names the
+    /// members it heard answer before it sent, those of slots 1 to `k - 2` (the slot lead
+    /// hands its reply to the link while slot `k - 1`'s is on the air).
+    fn gcbrr_reply(k: usize, reply: usize) -> usize {
+        let reply = vec![0; reply];
+        let heard = PidMask::from_pids(2..k as u32).unwrap_or_default();
+        let msg = Message::Arpl { coord: 1, coord_inc: 0, seqno: 1, heard, data: &reply };
+        Self::gcbrr_packet(GroupRepr { pid: k as u32 + 1, incarnation: 0, msg }.buffer_len())
+    }
+
+    /// The members' stations of a group of `n`, which are also their slots.
     fn members(n: usize) -> std::ops::Range<usize> {
         1..n.max(1)
     }
 
+    /// The replies of one round addressing every member of a group of `n`, each frame's
+    /// airtime scaled by `f`.
+    fn gcbrr_replies(&self, n: usize, f: impl Fn(Duration) -> Duration) -> Duration {
+        Self::members(n).map(|k| f(self.frame(k, Self::gcbrr_reply(k, self.payload), None))).sum()
+    }
+
     /// GCBRR, one request-reply interaction of a group of `n`.
     pub fn gcbrr(&self, n: usize) -> Duration {
-        let (req, rpl) = Self::gcbrr_sizes(n, self.payload, self.payload);
-        self.frame(0, req, None) + Self::members(n).map(|k| self.frame(k, rpl, None)).sum::<Duration>()
+        self.frame(0, Self::gcbrr_request(n, self.payload), None) + self.gcbrr_replies(n, |d| d)
     }
 
     /// TCP (SEQ or PAR; Zenoh's floor too), one interaction of a group of `n`.
@@ -110,14 +122,11 @@ impl Floor {
     }
 
     /// The floor of one N-to-1 message of system `name` in a group of `n` (from member 1; they
-    /// are alike).
+    /// are alike, but for GCBRR's, whose replies name more members in later slots: their mean).
     pub fn polling(&self, name: &str, n: usize) -> Option<Duration> {
         let m = n.checked_sub(1).filter(|&m| m > 0)?;
         Some(match name {
-            "gcbrr" => {
-                let (poll, rpl) = Self::gcbrr_sizes(n, 0, self.payload);
-                self.frame(0, poll, None) / m as u32 + self.frame(1, rpl, None)
-            }
+            "gcbrr" => (self.frame(0, Self::gcbrr_request(n, 0), None) + self.gcbrr_replies(n, |d| d)) / m as u32,
             "tcp_par" => {
                 let seg = IPV4 + TCP + LEN_PREFIX + self.payload;
                 self.frame(1, seg, Some(0)) + self.frame(0, IPV4 + TCP, Some(1)) / 2
@@ -137,11 +146,9 @@ impl Floor {
         if name != "gcbrr" {
             return self.request_reply(name, n).map(per_success);
         }
-        let (req, rpl) = Self::gcbrr_sizes(n, self.payload, self.payload);
-        let m = Self::members(n);
-        let requests = broadcasts_to_reach_all(m.len(), fer);
-        let replies: Duration = m.map(|k| per_success(self.frame(k, rpl, None))).sum();
-        Some(self.frame(0, req, None).mul_f64(requests) + replies)
+        let requests = broadcasts_to_reach_all(Self::members(n).len(), fer);
+        let request = self.frame(0, Self::gcbrr_request(n, self.payload), None);
+        Some(request.mul_f64(requests) + self.gcbrr_replies(n, per_success))
     }
 }
 
@@ -187,9 +194,15 @@ mod tests {
         let seg = 20 + 32 + 4 + 1396;
         assert_eq!(us(f.tcp(12)), 11 * (2 * air(seg, true) + air(52, true)));
         assert_eq!(us(f.rup(12)), 11 * 2 * air(20 + 8 + 1396, true));
-        let (req, rpl) = Floor::gcbrr_sizes(12, 1396, 1396);
+        let (req, rpl) = (Floor::gcbrr_request(12, 1396), Floor::gcbrr_reply(1, 1396));
         assert!(req <= 1500 && rpl <= 1500, "one frame each: {req} {rpl}");
-        assert_eq!(us(f.gcbrr(12)), air(req, false) + 11 * air(rpl, false));
+        // Slots 3 to 10 name 1 to 8 members (a 7-byte mask), slot 11 nine (8 bytes).
+        assert_eq!(Floor::gcbrr_reply(2, 1396), rpl);
+        assert_eq!(Floor::gcbrr_reply(3, 1396), rpl + 7);
+        assert_eq!(Floor::gcbrr_reply(11, 1396), rpl + 8);
+        assert!(Floor::gcbrr_reply(11, 1396) <= 1500);
+        let replies = 2 * air(rpl, false) + 8 * air(rpl + 7, false) + air(rpl + 8, false);
+        assert_eq!(us(f.gcbrr(12)), air(req, false) + replies);
         assert_eq!(f.request_reply("zenoh", 12), Some(f.tcp(12)));
         assert_eq!(f.request_reply("tcp_seq", 3), Some(f.tcp(3)));
         assert_eq!(f.request_reply("nope", 12), None);
@@ -207,7 +220,7 @@ mod tests {
         let uup = f.polling("uup_par", 12).unwrap();
         assert!(f.polling("rup_par", 12).unwrap() > uup && f.polling("tcp_par", 12).unwrap() > uup);
         // GCBRR's poll is shared by the members it asks: the more, the closer to one reply.
-        let (_, rpl) = Floor::gcbrr_sizes(12, 0, 1396);
+        let rpl = Floor::gcbrr_reply(1, 1396);
         assert!(f.polling("gcbrr", 12).unwrap() < f.polling("gcbrr", 3).unwrap());
         assert!(f.polling("gcbrr", 12).unwrap() > f.frame(1, rpl, None));
     }
@@ -229,8 +242,9 @@ mod tests {
         // 11 receivers at 5%: 1 + (1 - 0.95^11) + (1 - 0.9975^11) + ... = 1.4597.
         let eleven = broadcasts_to_reach_all(11, 0.05);
         assert!((eleven - 1.4597).abs() < 1e-3, "{eleven}");
-        let (req, rpl) = Floor::gcbrr_sizes(12, 1396, 1396);
-        let want = f.frame(0, req, None).as_secs_f64() * eleven + 11.0 * f.frame(1, rpl, None).as_secs_f64() / 0.95;
+        let req = Floor::gcbrr_request(12, 1396);
+        let replies: f64 = (1..12).map(|k| f.frame(k, Floor::gcbrr_reply(k, 1396), None).as_secs_f64()).sum();
+        let want = f.frame(0, req, None).as_secs_f64() * eleven + replies / 0.95;
         let got = f.request_reply_under_frame_errors("gcbrr", 12, 0.05).unwrap().as_secs_f64();
         assert!((got - want).abs() < 1e-6, "{got} {want}");
     }

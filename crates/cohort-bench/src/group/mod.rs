@@ -110,7 +110,7 @@ const GOAL_RATIO_VS_TCP: f64 = 1.9;
 
 /// The largest payload a GCBRR request and reply carry in one frame in a group of 12.
 pub fn one_frame_payload() -> usize {
-    cohort_net::group::max_unfragmented_payload(12).min(cohort_net::group::max_unfragmented_reply())
+    cohort_net::group::max_unfragmented_payload(12).min(cohort_net::group::max_unfragmented_reply(12))
 }
 
 impl Default for GroupParams {
@@ -288,6 +288,7 @@ fn gcbrr_rr(net: &Net, p: &GroupParams) -> Result<Value, String> {
         "total_s": round(total.as_secs_f64(), 3),
         "latency": dist(&lat),
         "rebroadcasts": rebroadcasts,
+        "asked_again": st.member.again_sent,
         "failed_replies": failed,
         "handled_per_member": handled,
         "coordinator_datagrams_sent": st.datagrams_sent,
@@ -437,6 +438,7 @@ pub fn run(p: &GroupParams, progress: impl FnMut(&Step)) -> Result<Value, String
     report["timing"] = json!({
         "early_repair": p.timing.early_repair,
         "learn_msg_t": p.timing.learn_msg_t,
+        "ask_again": p.timing.ask_again,
         "slot_lead_ms": p.timing.slot_lead.as_secs_f64() * 1e3,
         "msg_t_ms": p.timing.msg_t.as_secs_f64() * 1e3,
         "fault_detect_t_ms": p.timing.fault_detect_t.as_secs_f64() * 1e3,

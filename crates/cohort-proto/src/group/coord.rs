@@ -46,6 +46,9 @@ enum Running {
         /// With [`Config::early_repair`]: when the slot of the last member still missing will
         /// have passed, counted from the latest reply (`on_reply`).
         early: Option<Instant>,
+        /// With [`Config::ask_again`]: members still missing whose replies another member
+        /// overheard since they were last asked, so they hold the request.
+        holders: PidMask,
     },
     JoinPoll {
         poll: u64,
@@ -167,6 +170,7 @@ impl Member {
                     clock: RoundClock::default(),
                     answers_from: now,
                     early: None,
+                    holders: PidMask::new(),
                 });
                 self.request_round(now);
             }
@@ -191,12 +195,14 @@ impl Member {
 
     /// One round of the running request: complete it, or (re)broadcast it to the processes
     /// still missing and wait `MsgT + procT + n·MsgT` (the last `n` in the learned `MsgT` with
-    /// [`Config::learn_msg_t`]).
+    /// [`Config::learn_msg_t`]). With [`Config::ask_again`], a repair round whose missing
+    /// members all hold the request asks for their replies without its data (AGAIN) and waits
+    /// `MsgT + n·MsgT`: their replies are ready.
     fn request_round(&mut self, now: Instant) {
         let ticket = self.my_ticket();
         let seqno = self.coord_state.seqno_of_running();
-        let (msg_t, slot_t) = (self.cfg.msg_t, self.request_msg_t());
-        let Some(Running::Request { rmask, data, proc_t, deadline, broadcasts, clock, early, answers_from, .. }) =
+        let (msg_t, slot_t, ask_again) = (self.cfg.msg_t, self.request_msg_t(), self.cfg.ask_again);
+        let Some(Running::Request { rmask, proc_t, deadline, broadcasts, clock, early, answers_from, holders, .. }) =
             &mut self.coord_state.running
         else {
             return;
@@ -205,13 +211,23 @@ impl Member {
             self.complete_request(now);
             return;
         }
-        *answers_from = now + msg_t + *proc_t;
+        let again = ask_again && rmask.iter().all(|p| holders.contains(p));
+        // They are asked now: only a reply overheard from here on shows them holding it again.
+        *holders = PidMask::new();
+        *answers_from = now + msg_t + if again { Duration::ZERO } else { *proc_t };
         *deadline = *answers_from + slot_t.saturating_mul(rmask.len() as u32);
         *broadcasts += 1;
         *clock = RoundClock::new(rmask.clone());
         *early = None;
-        let (rmask, data) = (rmask.clone(), std::mem::take(data));
+        let rmask = rmask.clone();
         self.heartbeat_before_round(now);
+        if again {
+            self.stats.again_sent += 1;
+            self.send(now, Dest::Broadcast, Message::Again { ticket, seqno, rmask });
+            return;
+        }
+        let Some(Running::Request { data, .. }) = &mut self.coord_state.running else { return };
+        let data = std::mem::take(data);
         self.stats.requests_sent += 1;
         self.send(now, Dest::Broadcast, Message::Areq { ticket, seqno, rmask, data: &data });
         if let Some(Running::Request { data: d, .. }) = &mut self.coord_state.running {
@@ -236,16 +252,24 @@ impl Member {
         coord: u32,
         coord_inc: u32,
         seqno: u64,
+        heard: &PidMask,
         data: &[u8],
     ) -> bool {
         if coord != self.pid || coord_inc != self.incarnation || !self.view.has(from, inc) {
             return false;
         }
         let current = self.coord_state.seqno_of_running();
-        let Some(Running::Request { rmask, replies, clock, .. }) = &mut self.coord_state.running else {
+        let Some(Running::Request { rmask, replies, clock, holders, .. }) = &mut self.coord_state.running else {
             return false;
         };
-        if seqno != current || !rmask.remove(from) {
+        if seqno != current {
+            return false;
+        }
+        // Whoever `from` overheard answering holds the request, whether its reply reached us.
+        for p in heard.iter().filter(|&p| rmask.contains(p)) {
+            let _ = holders.insert(p);
+        }
+        if !rmask.remove(from) {
             return false;
         }
         replies.insert(from, data.to_vec());

@@ -196,6 +196,7 @@ impl Member {
         let acting = matches!(
             r.msg,
             Message::Areq { .. }
+                | Message::Again { .. }
                 | Message::Jpoll { .. }
                 | Message::Lpoll { .. }
                 | Message::Vpush { .. }
@@ -214,11 +215,18 @@ impl Member {
                     self.on_request(now, from, inc, seqno, rmask, data)
                 }
             }
-            Message::Arpl { coord, coord_inc, seqno, data } => {
+            Message::Arpl { coord, coord_inc, seqno, heard, data } => {
                 if self.is_coordinator() {
-                    self.on_reply(now, from, inc, coord, coord_inc, seqno, data)
+                    self.on_reply(now, from, inc, coord, coord_inc, seqno, &heard, data)
                 } else {
                     self.overheard_reply(now, from, coord, coord_inc, seqno)
+                }
+            }
+            Message::Again { ticket, seqno, rmask } => {
+                if self.is_coordinator() {
+                    self.coordinator_conflict(now, from, inc, ticket, None)
+                } else {
+                    self.on_again(now, from, inc, seqno, rmask)
                 }
             }
             Message::Jpoll { ticket, poll } | Message::Lpoll { ticket, poll } if self.is_coordinator() => {

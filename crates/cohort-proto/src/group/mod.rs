@@ -40,7 +40,9 @@
 //! `MsgT` learned from the spacing of the answers instead (see `timing`): the round waits
 //! `MsgT + procT + n·MsgT'` with `MsgT'` the learned one, and the coordinator's early repair
 //! goes at the earlier of `k·MsgT` after the latest reply and `k·MsgT'` after the later of the
-//! latest reply and `MsgT + procT` after the broadcast.
+//! latest reply and `MsgT + procT` after the broadcast. With [`Config::ask_again`], a repair
+//! round that asks only members known to hold the request (another member overheard their
+//! replies) omits its data and its `procT`.
 //!
 //! # Fault detection (what the paper assumes, built here)
 //!
@@ -159,6 +161,18 @@ pub struct Config {
     /// counts, and its copy in the new round is ignored). Default on; `false` keeps `msg_t`
     /// (Alg. 2 as written). View pushes and polls always use `msg_t`.
     pub learn_msg_t: bool,
+    /// A repair round asks again without the request's data where it can. The coordinator
+    /// cannot tell a member that lost the request from one whose reply it lost, so Alg. 2
+    /// re-sends the whole request in every repair round; but the members overhear each
+    /// other's replies (that is how their slots follow each other). With this on, every
+    /// reply names the members whose replies to the same request its sender overheard before
+    /// sending it, and a repair round whose missing members were all named since they were
+    /// last asked sends AGAIN (the request's number and reply mask, no data): they answer with
+    /// the reply they hold, in slot order, within `MsgT + n·MsgT` (no `procT`: their replies
+    /// are ready). Any other repair round re-sends the request. A member that is asked again
+    /// for a request it does not hold ignores it (it cannot happen while its view and
+    /// incarnation stand). Default on; `false` keeps the replies and repairs of Alg. 2.
+    pub ask_again: bool,
 }
 
 impl Default for Config {
@@ -173,6 +187,7 @@ impl Default for Config {
             broadcast_copies: 1,
             slot_lead: Duration::from_millis(2),
             learn_msg_t: true,
+            ask_again: true,
         }
     }
 }
@@ -381,6 +396,9 @@ pub struct Stats {
     pub requests_handled: u64,
     /// Request rounds this coordinator started early ([`Config::early_repair`]).
     pub early_repairs: u64,
+    /// Repair rounds this coordinator sent without the request's data ([`Config::ask_again`];
+    /// not counted in `requests_sent`).
+    pub again_sent: u64,
     /// Extra copies of broadcasts sent ([`Config::broadcast_copies`]).
     pub broadcast_copies: u64,
     /// Joiners refused because their pid would make the group span more pids than reply

@@ -18,6 +18,11 @@ pub(super) struct Incoming {
     pub slot: Option<Slot>,
     /// The answers of the latest broadcast of it, as heard here.
     pub clock: RoundClock,
+    /// The members whose replies to it were overheard here (with [`Config::ask_again`]: the
+    /// reply names them, as holders of the request).
+    ///
+    /// [`Config::ask_again`]: super::Config::ask_again
+    pub heard: PidMask,
 }
 
 /// The acknowledgement of a view push, waiting for its slot.
@@ -66,16 +71,9 @@ impl Member {
         // The coordinator runs one operation at a time: its pushes are complete.
         self.view.commit();
         let id = IncomingId { coord: from, coord_incarnation: inc, seqno };
-        let msg_t = self.request_msg_t();
-        match &mut self.incoming {
-            Some(cur) if cur.id == id => {
-                // A re-broadcast: answer again (without handling again) if still asked.
-                cur.clock = RoundClock::new(rmask.clone());
-                cur.slot = Slot::new(rmask, self.pid);
-                if let (Some(s), Some(_)) = (&mut cur.slot, &cur.reply) {
-                    s.ready(now, msg_t);
-                }
-            }
+        match &self.incoming {
+            // A re-broadcast: answer again (without handling again) if still asked.
+            Some(cur) if cur.id == id => self.asked_again(now, rmask),
             Some(cur) if cur.id.coord == from && cur.id.coord_incarnation == inc && cur.id.seqno > seqno => {
                 return false;
             }
@@ -84,13 +82,45 @@ impl Member {
                     return true;
                 }
                 let clock = RoundClock::new(rmask.clone());
-                self.incoming = Some(Incoming { id, reply: None, slot: Slot::new(rmask, self.pid), clock });
+                let slot = Slot::new(rmask, self.pid);
+                self.incoming = Some(Incoming { id, reply: None, slot, clock, heard: PidMask::new() });
                 self.stats.requests_handled += 1;
                 self.events.push_back(Event::Request { id, data: data.to_vec() });
             }
         }
         self.send_due_answers(now);
         true
+    }
+
+    /// `OnRecv(AGAIN)` from the coordinator ([`Config::ask_again`]): a repair round of the
+    /// request this process holds, without its data. A process that does not hold it (the
+    /// coordinator could only think so across a change of view) can do nothing with it.
+    ///
+    /// [`Config::ask_again`]: super::Config::ask_again
+    pub(super) fn on_again(&mut self, now: Instant, from: u32, inc: u32, seqno: u64, rmask: PidMask) -> bool {
+        if !self.is_member() || self.coord != Some(from) || !self.view.has(from, inc) {
+            return false;
+        }
+        let id = IncomingId { coord: from, coord_incarnation: inc, seqno };
+        if self.incoming.as_ref().is_none_or(|cur| cur.id != id) {
+            return false;
+        }
+        self.view.commit();
+        self.asked_again(now, rmask);
+        self.send_due_answers(now);
+        true
+    }
+
+    /// A new round of the request this process holds asks `rmask`: the reply (once given)
+    /// goes in this process's slot of it, if it is addressed.
+    fn asked_again(&mut self, now: Instant, rmask: PidMask) {
+        let msg_t = self.request_msg_t();
+        let Some(cur) = &mut self.incoming else { return };
+        cur.clock = RoundClock::new(rmask.clone());
+        cur.slot = Slot::new(rmask, self.pid);
+        if let (Some(s), Some(_)) = (&mut cur.slot, &cur.reply) {
+            s.ready(now, msg_t);
+        }
     }
 
     /// An overheard reply: the next slot may be ours (`nxtBit`).
@@ -100,6 +130,9 @@ impl Member {
             return false;
         }
         cur.clock.answered(now, from, &mut self.msg_est);
+        if self.cfg.ask_again {
+            let _ = cur.heard.insert(from);
+        }
         let (msg_t, lead) = (self.request_msg_t(), self.cfg.slot_lead);
         let Some(cur) = &mut self.incoming else { return false };
         if let Some(s) = &mut cur.slot {
@@ -129,9 +162,10 @@ impl Member {
         {
             cur.slot = None;
             cur.clock.answered_own(self.pid);
-            let id = cur.id;
+            let (id, heard) = (cur.id, cur.heard.clone());
             self.stats.replies_sent += 1;
-            let msg = Message::Arpl { coord: id.coord, coord_inc: id.coord_incarnation, seqno: id.seqno, data: &reply };
+            let (coord, coord_inc, seqno) = (id.coord, id.coord_incarnation, id.seqno);
+            let msg = Message::Arpl { coord, coord_inc, seqno, heard, data: &reply };
             self.send(now, Dest::Broadcast, msg);
         }
         if self.ack.as_ref().is_some_and(|a| a.slot.due(now))

@@ -371,6 +371,129 @@ fn a_learned_msg_t_shortens_the_waits_of_a_lost_answer_and_of_a_lost_request() {
     }
 }
 
+/// A team of 1-5 (learned `MsgT` off, so the timers are `MsgT`'s) where `lose` drops what it
+/// names; 1 asks 2-5 with procT 50 ms. Returns the team, when the request was issued and
+/// its replies.
+fn ask_again_team(ask_again: bool, lose: Filter) -> (Team, Instant, Replies) {
+    let cfg = Config { ask_again, learn_msg_t: false, ..cfg() };
+    let mut t = Team::with_cfg(&[1, 2, 3, 4, 5], cfg);
+    t.drop = lose;
+    let start = t.now;
+    let id = t.on(1, |m, now| m.request_reply(now, &[2, 3, 4, 5], b"x".to_vec(), 50 * MS)).unwrap();
+    let r = replies(t.until(1, Duration::from_secs(2), |e| matches!(e, Event::Replies(r) if r.id == id)));
+    assert_eq!(r.replies.keys().copied().collect::<Vec<_>>(), [2, 3, 4, 5]);
+    (t, start, r)
+}
+
+/// Drops the first `n` replies `from` sends to the coordinator only (the others hear them).
+fn lose_replies_at_the_coordinator(from: u32, n: usize) -> Filter {
+    let mut lost = 0;
+    Box::new(move |_, f, to, r| {
+        let drop = lost < n && f == from && to == 1 && matches!(r.msg, Message::Arpl { .. });
+        lost += usize::from(drop);
+        drop
+    })
+}
+
+/// The kinds of the coordinator's request rounds since `start`, in order.
+fn rounds(t: &Team, start: Instant) -> Vec<u8> {
+    t.sent
+        .iter()
+        .filter(|s| s.0 >= start && s.1 == 1 && [kind::AREQ, kind::AGAIN].contains(&s.3[0]))
+        .map(|s| s.3[0])
+        .collect()
+}
+
+#[test]
+fn a_reply_lost_at_the_coordinator_alone_is_asked_for_again_without_the_request() {
+    for ask_again in [true, false] {
+        let (mut t, start, r) = ask_again_team(ask_again, lose_replies_at_the_coordinator(3, 1));
+        assert_eq!(r.broadcasts, 2);
+        // 4 and 5 overheard 3's reply and said so: 3 holds the request.
+        let named: Vec<(u32, Vec<u32>)> = t
+            .sent_of(kind::ARPL, start)
+            .into_iter()
+            .map(|(_, p, a)| match a.msg {
+                Message::Arpl { heard, .. } => (p, heard.iter().collect()),
+                _ => unreachable!(),
+            })
+            .collect();
+        if ask_again {
+            assert_eq!(rounds(&t, start), [kind::AREQ, kind::AGAIN]);
+            assert_eq!(named[..4], [(2, vec![]), (3, vec![2]), (4, vec![2, 3]), (5, vec![2, 3, 4])]);
+            let again = t.sent_of(kind::AGAIN, start);
+            let Message::Again { rmask, seqno, .. } = &again[0].2.msg else { unreachable!() };
+            assert_eq!((rmask.iter().collect::<Vec<_>>(), *seqno), (vec![3], r.id.0));
+            // Asked when the last slot's reply came, as any early repair.
+            assert_eq!(again[0].0, reply_reached_coordinator(&t, start, 5));
+            assert_eq!((t.m(1).stats().again_sent, t.m(1).stats().requests_sent), (1, 1));
+        } else {
+            assert_eq!(rounds(&t, start), [kind::AREQ, kind::AREQ]);
+            assert!(named.iter().all(|(_, h)| h.is_empty()), "Alg. 2's replies: {named:?}");
+            assert_eq!((t.m(1).stats().again_sent, t.m(1).stats().requests_sent), (0, 2));
+        }
+        // 3 handled the request once and re-sent the reply it holds.
+        assert_eq!((t.m(3).stats().requests_handled, t.m(3).stats().replies_sent), (1, 2));
+    }
+}
+
+#[test]
+fn a_member_not_known_to_hold_the_request_gets_it_again_with_the_others() {
+    // 3 never hears the request; 4's reply reaches everyone but the coordinator. The repair
+    // asks both, so it carries the request.
+    let (mut first_to_3, mut lose_4) = (true, lose_replies_at_the_coordinator(4, 1));
+    let lose: Filter = Box::new(move |now, from, to, r| {
+        if to == 3 && matches!(r.msg, Message::Areq { .. }) && std::mem::take(&mut first_to_3) {
+            return true;
+        }
+        lose_4(now, from, to, r)
+    });
+    let (mut t, start, r) = ask_again_team(true, lose);
+    assert_eq!(r.broadcasts, 2);
+    assert_eq!(rounds(&t, start), [kind::AREQ, kind::AREQ]);
+    let areq = t.sent_of(kind::AREQ, start);
+    let Message::Areq { rmask, .. } = &areq[1].2.msg else { unreachable!() };
+    assert_eq!(rmask.iter().collect::<Vec<_>>(), [3, 4]);
+    assert_eq!(t.m(1).stats().again_sent, 0);
+    assert_eq!((t.m(3).stats().requests_handled, t.m(4).stats().requests_handled), (1, 1));
+}
+
+#[test]
+fn a_member_asked_again_needs_fresh_evidence_before_it_is_asked_without_the_request_twice() {
+    // 3's reply lost at the coordinator in the first round and in the round that asked again:
+    // nobody else answered that round, so nothing shows that 3 holds the request, and the
+    // third round carries it. The round that asked again waited `MsgT + MsgT`, no procT.
+    let (t, start, r) = ask_again_team(true, lose_replies_at_the_coordinator(3, 2));
+    assert_eq!(r.broadcasts, 3);
+    assert_eq!(rounds(&t, start), [kind::AREQ, kind::AGAIN, kind::AREQ]);
+    let again = t.sent_of(kind::AGAIN, start)[0].0;
+    let areq = t.sent_of(kind::AREQ, start);
+    assert_eq!(areq[1].0 - again, 2 * cfg().msg_t);
+}
+
+#[test]
+fn asked_again_for_a_request_it_does_not_hold_a_member_does_nothing() {
+    let mut t = Team::new(&[1, 2, 3]);
+    let again = GroupRepr {
+        pid: 1,
+        incarnation: 0,
+        msg: Message::Again { ticket: 1, seqno: 7, rmask: PidMask::from_pids([2, 3]).unwrap() },
+    };
+    let mut b = vec![0u8; again.buffer_len()];
+    again.emit(&mut b).unwrap();
+    let before = t.m(2).stats();
+    let now = t.now;
+    t.m(2).handle_datagram(now, &b);
+    let after = t.m(2).stats();
+    assert_eq!((after.ignored, after.requests_handled), (before.ignored + 1, before.requests_handled));
+    assert!(t.m(2).poll_event().is_none());
+    t.m(2).handle_timeout(now + 100 * MS);
+    let mut buf = vec![0u8; Member::MAX_DATAGRAM];
+    while let Some(tx) = t.m(2).poll_transmit(now, &mut buf) {
+        assert_ne!(buf[..tx.len][0], kind::ARPL, "no reply to a request it never had");
+    }
+}
+
 #[test]
 fn the_coordinators_heartbeat_waits_for_the_end_of_a_round_of_replies() {
     // Requests back to back to 11 members: the replies of a round follow each other on the

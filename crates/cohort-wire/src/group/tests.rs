@@ -14,7 +14,10 @@ fn samples() -> Vec<GroupRepr<'static>> {
     vec![
         r(Message::Areq { ticket: 1, seqno: 42, rmask: mask(&[2, 3, 9, 100]), data: b"move to 4,5" }),
         r(Message::Areq { ticket: 1, seqno: 43, rmask: PidMask::new(), data: b"" }),
-        r(Message::Arpl { coord: 1, coord_inc: 9, seqno: 42, data: b"done" }),
+        r(Message::Arpl { coord: 1, coord_inc: 9, seqno: 42, heard: PidMask::new(), data: b"done" }),
+        r(Message::Arpl { coord: 1, coord_inc: 9, seqno: 42, heard: mask(&[2, 3]), data: b"done" }),
+        r(Message::Arpl { coord: 1, coord_inc: 9, seqno: 42, heard: mask(&[2]), data: b"" }),
+        r(Message::Again { ticket: 1, seqno: 42, rmask: mask(&[3, 100]) }),
         r(Message::Jpoll { ticket: 1, poll: 5 }),
         r(Message::Join { coord: 1, poll: 5 }),
         r(Message::Lpoll { ticket: 2, poll: 6 }),
@@ -91,9 +94,16 @@ fn request_and_heartbeat_bytes() {
 fn bad_messages_are_typed_errors() {
     assert_eq!(GroupRepr::parse(&[1, 0, 0]), Err(GroupError::Truncated(3)));
     assert_eq!(GroupRepr::parse(&[0; 10]), Err(GroupError::UnknownType(0)));
-    assert_eq!(GroupRepr::parse(&[10, 0, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::UnknownType(10)));
+    assert_eq!(GroupRepr::parse(&[11, 0, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::UnknownType(11)));
     assert_eq!(GroupRepr::parse(&[6, 1, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::Reserved { kind: 6 }));
     assert_eq!(GroupRepr::parse(&[9, 2, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::Reserved { kind: 9 }));
+    assert_eq!(GroupRepr::parse(&[2, 2, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::Reserved { kind: 2 }));
+    assert_eq!(GroupRepr::parse(&[10, 1, 0, 0, 0, 0, 0, 0, 0, 0]), Err(GroupError::Reserved { kind: 10 }));
+    // A reply that flags a `heard` mask must carry a non-empty one (the empty set goes unflagged).
+    let mut arpl = [0u8; 32];
+    arpl[..2].copy_from_slice(&[kind::ARPL, 1]);
+    assert_eq!(GroupRepr::parse(&arpl), Err(GroupError::Mask(MaskError::NotCanonical)));
+    assert_eq!(GroupRepr::parse(&arpl[..30]), Err(GroupError::Mask(MaskError::Truncated { need: 6, got: 4 })));
     assert_eq!(
         GroupRepr::parse(&[3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
         Err(GroupError::Short { kind: 3, need: 26, got: 11 })
@@ -152,8 +162,14 @@ fn arb_msg() -> impl Strategy<Value = (u32, u32, Message<'static>)> {
         prop_oneof![
             (any::<u64>(), any::<u64>(), arb_mask(), data.clone())
                 .prop_map(|(ticket, seqno, rmask, data)| Message::Areq { ticket, seqno, rmask, data }),
-            (any::<u32>(), any::<u32>(), any::<u64>(), data)
-                .prop_map(|(coord, coord_inc, seqno, data)| Message::Arpl { coord, coord_inc, seqno, data }),
+            (any::<u32>(), any::<u32>(), any::<u64>(), arb_mask(), data).prop_map(
+                |(coord, coord_inc, seqno, heard, data)| Message::Arpl { coord, coord_inc, seqno, heard, data }
+            ),
+            (any::<u64>(), any::<u64>(), arb_mask()).prop_map(|(ticket, seqno, rmask)| Message::Again {
+                ticket,
+                seqno,
+                rmask
+            }),
             (any::<u64>(), any::<u64>()).prop_map(|(ticket, poll)| Message::Jpoll { ticket, poll }),
             (any::<u32>(), any::<u64>()).prop_map(|(coord, poll)| Message::Join { coord, poll }),
             (any::<u64>(), any::<u64>()).prop_map(|(ticket, poll)| Message::Lpoll { ticket, poll }),
@@ -184,7 +200,7 @@ proptest! {
     /// Whatever parses is canonical: emitting it gives back the very same bytes.
     #[test]
     fn parse_never_panics_and_accepted_bytes_are_canonical(
-        kind in 0u8..11,
+        kind in 0u8..12,
         flags in prop_oneof![Just(0u8), any::<u8>()],
         rest in proptest::collection::vec(any::<u8>(), 0..120),
     ) {
