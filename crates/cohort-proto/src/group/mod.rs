@@ -22,7 +22,7 @@
 //! | paper | here |
 //! |---|---|
 //! | Table II `state`, `myid`, `coordid`, `grp`, `seqno`, `rmask`, `replies`, `reply` | [`State`], `pid`, `coord`, [`View`], per-coordinator request numbers, the running round's [`PidMask`], [`Replies`], the stored reply (re-sent, never recomputed) |
-//! | Table III messages | [`cohort_wire::group::Message`], plus HBEAT for the fault detector |
+//! | Table III messages | [`cohort_wire::group::Message`], plus HBEAT for the fault detector and AGAIN for repairs without the request ([`Config::ask_again`]) |
 //! | Alg. 1 `Init` | [`Member::with_group`] (static group) or [`Member::new`] + [`Member::join`] |
 //! | Alg. 2 request-reply | [`Member::request_reply`], [`Event::Request`] + [`Member::reply`], [`Event::Replies`] |
 //! | Alg. 3 join | [`Member::join`], [`Member::check_joins`] → [`Event::JoinsChecked`] |
