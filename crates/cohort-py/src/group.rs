@@ -509,6 +509,7 @@ fn stats_dict<'py>(py: Python<'py>, s: &GroupSocketStats) -> PyResult<Bound<'py,
         requests_handled,
         early_repairs,
         again_sent,
+        early_answers,
         broadcast_copies,
         joins_refused
     );

@@ -289,6 +289,7 @@ fn gcbrr_rr(net: &Net, p: &GroupParams) -> Result<Value, String> {
         "latency": dist(&lat),
         "rebroadcasts": rebroadcasts,
         "asked_again": st.member.again_sent,
+        "early_answers": st.member.early_answers,
         "failed_replies": failed,
         "handled_per_member": handled,
         "coordinator_datagrams_sent": st.datagrams_sent,

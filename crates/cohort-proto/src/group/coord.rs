@@ -43,6 +43,8 @@ enum Running {
         /// `MsgT + procT` after the latest broadcast: by then every addressed member that
         /// received it is ready to answer.
         answers_from: Instant,
+        /// When the latest broadcast went.
+        sent_at: Instant,
         /// With [`Config::early_repair`]: when the slot of the last member still missing will
         /// have passed, counted from the latest reply (`on_reply`).
         early: Option<Instant>,
@@ -169,6 +171,7 @@ impl Member {
                     broadcasts: 0,
                     clock: RoundClock::default(),
                     answers_from: now,
+                    sent_at: now,
                     early: None,
                     holders: PidMask::new(),
                 });
@@ -202,8 +205,18 @@ impl Member {
         let ticket = self.my_ticket();
         let seqno = self.coord_state.seqno_of_running();
         let (msg_t, slot_t, ask_again) = (self.cfg.msg_t, self.request_msg_t(), self.cfg.ask_again);
-        let Some(Running::Request { rmask, proc_t, deadline, broadcasts, clock, early, answers_from, holders, .. }) =
-            &mut self.coord_state.running
+        let Some(Running::Request {
+            rmask,
+            proc_t,
+            deadline,
+            broadcasts,
+            clock,
+            early,
+            answers_from,
+            sent_at,
+            holders,
+            ..
+        }) = &mut self.coord_state.running
         else {
             return;
         };
@@ -215,6 +228,7 @@ impl Member {
         // They are asked now: only a reply overheard from here on shows them holding it again.
         *holders = PidMask::new();
         *answers_from = now + msg_t + if again { Duration::ZERO } else { *proc_t };
+        *sent_at = now;
         *deadline = *answers_from + slot_t.saturating_mul(rmask.len() as u32);
         *broadcasts += 1;
         *clock = RoundClock::new(rmask.clone());
@@ -275,6 +289,12 @@ impl Member {
         replies.insert(from, data.to_vec());
         clock.answered(now, from, &mut self.msg_est);
         let (learn, msg_t, slot_t) = (self.cfg.learn_msg_t, self.cfg.msg_t, self.request_msg_t());
+        if let Some(Running::Request { broadcasts, sent_at, .. }) = &self.coord_state.running
+            && *broadcasts > 1
+            && now < *sent_at + slot_t
+        {
+            self.stats.early_answers += 1;
+        }
         let Some(Running::Request { rmask, clock, early, answers_from, .. }) = &mut self.coord_state.running else {
             return false;
         };

@@ -399,6 +399,11 @@ pub struct Stats {
     /// Repair rounds this coordinator sent without the request's data ([`Config::ask_again`];
     /// not counted in `requests_sent`).
     pub again_sent: u64,
+    /// Replies that reached this coordinator within one slot (the learned `MsgT`, or `msg_t`)
+    /// of a repair round that asked for them: an answer to that round takes two messages, so
+    /// these answered the round before, and the repair went before they could arrive (a
+    /// diagnostic; a slow member, or a timer too short for this channel).
+    pub early_answers: u64,
     /// Extra copies of broadcasts sent ([`Config::broadcast_copies`]).
     pub broadcast_copies: u64,
     /// Joiners refused because their pid would make the group span more pids than reply

@@ -471,6 +471,37 @@ fn a_member_asked_again_needs_fresh_evidence_before_it_is_asked_without_the_requ
     assert_eq!(areq[1].0 - again, 2 * cfg().msg_t);
 }
 
+/// A member slower than the coordinator's early repair: its answer to the first round comes
+/// soon after the repair went, which counts it as early (an answer to the repair itself takes
+/// the repair's delivery and the answer's); one that comes a slot later does not count.
+#[test]
+fn answers_that_overtake_a_repair_round_are_counted_as_early() {
+    for (late, early) in [(12 * MS, 1), (30 * MS, 0)] {
+        let cfg = Config { learn_msg_t: false, ..cfg() };
+        let mut t = Team::with_cfg(&[1, 2, 3], cfg);
+        t.auto_reply = false;
+        let start = t.now;
+        let id = t.on(1, |m, now| m.request_reply(now, &[2, 3], b"x".to_vec(), Duration::ZERO)).unwrap();
+        let ids = |t: &Team, p: u32| -> Vec<IncomingId> {
+            t.events[&p]
+                .iter()
+                .filter_map(|(_, e)| if let Event::Request { id, .. } = e { Some(*id) } else { None })
+                .collect()
+        };
+        t.run_for(MS);
+        let two = ids(&t, 2)[0];
+        t.on(2, |m, now| m.reply(now, two, b"2".to_vec())).unwrap();
+        // 2's answer came with 3's slot still to pass: the repair goes `MsgT` after it.
+        t.run_for(late);
+        let three = ids(&t, 3)[0];
+        t.on(3, |m, now| m.reply(now, three, b"3".to_vec())).unwrap();
+        let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(r) if r.id == id)));
+        assert_eq!((r.replies.len(), r.broadcasts), (2, 2));
+        assert_eq!(t.m(1).stats().early_answers, early, "3 answered {late:?} after 2");
+        assert!(t.sent_of(kind::AREQ, start).len() == 2);
+    }
+}
+
 #[test]
 fn asked_again_for_a_request_it_does_not_hold_a_member_does_nothing() {
     let mut t = Team::new(&[1, 2, 3]);
