@@ -272,8 +272,10 @@ impl Member {
         if coord != self.pid || coord_inc != self.incarnation || !self.view.has(from, inc) {
             return false;
         }
-        let current = self.coord_state.seqno_of_running();
-        let Some(Running::Request { rmask, replies, clock, holders, .. }) = &mut self.coord_state.running else {
+        let (current, slot_before) = (self.coord_state.seqno_of_running(), self.request_msg_t());
+        let Some(Running::Request { rmask, replies, clock, holders, broadcasts, sent_at, .. }) =
+            &mut self.coord_state.running
+        else {
             return false;
         };
         if seqno != current {
@@ -286,15 +288,12 @@ impl Member {
         if !rmask.remove(from) {
             return false;
         }
+        if *broadcasts > 1 && now < *sent_at + slot_before {
+            self.stats.early_answers += 1;
+        }
         replies.insert(from, data.to_vec());
         clock.answered(now, from, &mut self.msg_est);
         let (learn, msg_t, slot_t) = (self.cfg.learn_msg_t, self.cfg.msg_t, self.request_msg_t());
-        if let Some(Running::Request { broadcasts, sent_at, .. }) = &self.coord_state.running
-            && *broadcasts > 1
-            && now < *sent_at + slot_t
-        {
-            self.stats.early_answers += 1;
-        }
         let Some(Running::Request { rmask, clock, early, answers_from, .. }) = &mut self.coord_state.running else {
             return false;
         };
