@@ -6,7 +6,7 @@
 //! completion"); a takeover push runs before anything else.
 
 use super::member::Member;
-use super::timing::RoundClock;
+use super::timing::{RepairSlack, RoundClock};
 use super::{Dest, Entry, Event, LeftReason, PidMask, PollError, RemoveReason, Replies, RequestError, RequestId};
 use cohort_time::Instant;
 use cohort_wire::group::Message;
@@ -79,6 +79,8 @@ pub(super) struct CoordState {
     poll_seq: u64,
     queue: VecDeque<Op>,
     running: Option<Running>,
+    /// The early repair's allowance for answers later than their slot.
+    slack: RepairSlack,
 }
 
 impl CoordState {
@@ -253,6 +255,7 @@ impl Member {
         if let Some(Running::Request { id, replies, failed, issued_at, broadcasts, .. }) =
             self.coord_state.running.take()
         {
+            self.coord_state.slack.request_done();
             self.events.push_back(Event::Replies(Replies { id, replies, failed, issued_at, done_at: now, broadcasts }));
         }
     }
@@ -288,12 +291,17 @@ impl Member {
         if !rmask.remove(from) {
             return false;
         }
-        if *broadcasts > 1 && now < *sent_at + slot_before {
+        // An answer sooner after the repair than any answer follows a broadcast (or than one
+        // slot) answered the round before: the repair went early.
+        let window = self.msg_est.least().map_or(slot_before, |l| l.min(slot_before));
+        if *broadcasts > 1 && now < *sent_at + window {
             self.stats.early_answers += 1;
+            self.coord_state.slack.premature(now.saturating_duration_since(*sent_at));
         }
         replies.insert(from, data.to_vec());
         clock.answered(now, from, &mut self.msg_est);
         let (learn, msg_t, slot_t) = (self.cfg.learn_msg_t, self.cfg.msg_t, self.request_msg_t());
+        let slack = self.coord_state.slack.get();
         let Some(Running::Request { rmask, clock, early, answers_from, .. }) = &mut self.coord_state.running else {
             return false;
         };
@@ -305,9 +313,10 @@ impl Member {
             // so the round is over once the last missing member's slot has passed. A learned
             // `MsgT` shows the channel, not the members' processing: its slots count from no
             // earlier than when they all are ready (and never end later than `msg_t`'s).
+            // Repairs shown premature widen the wait by the slack they measured.
             let slot = |p: u32| clock.slots().position(p).unwrap_or(0);
             let left = rmask.iter().last().map_or(0, |last| slot(last).saturating_sub(slot(from)));
-            if left == 0 {
+            if left == 0 && slack.is_zero() {
                 self.stats.early_repairs += 1;
                 self.request_round(now);
             } else {
@@ -316,7 +325,7 @@ impl Member {
                 if learn {
                     at = at.min(now.max(*answers_from) + slots(slot_t));
                 }
-                *early = Some(at);
+                *early = Some(at + slack);
             }
         }
         true

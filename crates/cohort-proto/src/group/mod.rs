@@ -127,6 +127,12 @@ pub struct Config {
     /// one request frame; a member that missed the reply its timer counted from may send
     /// after the early round has gone (its reply counts, and the copy it sends in the new
     /// round is ignored). Only a round from which no reply came at all waits for the deadline.
+    /// An answer to an earlier round that arrives sooner after a repair than any answer can
+    /// follow a broadcast (see [`Stats::early_answers`]) shows that repair premature, and the
+    /// coordinator's early repairs then wait that answer's lateness (plus 1 ms) more, for the
+    /// next 16 requests from the latest such answer (as RACK widens its reordering window
+    /// after a spurious retransmission, RFC 8985): a member slower than its slot then costs
+    /// its lateness, not a request frame and a second answer.
     /// Default on; `false` is Alg. 2 as written.
     pub early_repair: bool,
     /// Each broadcast goes out this many times back to back (1 to 4). 802.11 never retries a
@@ -399,10 +405,12 @@ pub struct Stats {
     /// Repair rounds this coordinator sent without the request's data ([`Config::ask_again`];
     /// not counted in `requests_sent`).
     pub again_sent: u64,
-    /// Replies that reached this coordinator within one slot (the learned `MsgT`, or `msg_t`)
-    /// of a repair round that asked for them: an answer to that round takes two messages, so
-    /// these answered the round before, and the repair went before they could arrive (a
-    /// diagnostic; a slow member, or a timer too short for this channel).
+    /// Replies that reached this coordinator sooner after a repair round that asked for them
+    /// than one answer follows another (the least spacing of consecutive answers it heard;
+    /// before it heard any, one slot: the learned `MsgT`, or `msg_t`): an answer to that round
+    /// takes the repair's delivery and its own, so these answered the round before, and the
+    /// repair went before they could arrive (a slow member, or a timer too short for this
+    /// channel). Each widens the early repair's wait ([`Config::early_repair`]).
     pub early_answers: u64,
     /// Extra copies of broadcasts sent ([`Config::broadcast_copies`]).
     pub broadcast_copies: u64,

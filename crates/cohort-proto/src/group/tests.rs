@@ -1,6 +1,7 @@
 //! Script-like tests on a simulated team: members on one broadcast domain with a fixed
 //! delivery delay, a programmable loss filter, crashes and restarts, in virtual time.
 
+use super::timing::SLACK_PERSIST;
 use super::*;
 use cohort_wire::group::{GroupRepr, Message, kind};
 use std::cmp::Reverse;
@@ -500,6 +501,53 @@ fn answers_that_overtake_a_repair_round_are_counted_as_early() {
         assert_eq!(t.m(1).stats().early_answers, early, "3 answered {late:?} after 2");
         assert!(t.sent_of(kind::AREQ, start).len() == 2);
     }
+}
+
+/// A member slower than its learned slot: the first time, the early repair overtakes its
+/// answer (counted early); the coordinator then waits that lateness more, and the slow answer
+/// costs no repair in the 16 requests after it; the 17th costs one again.
+#[test]
+fn a_repair_shown_premature_widens_the_early_repair_for_the_next_sixteen_requests() {
+    let cfg = Config { msg_t: 30 * MS, slot_lead: Duration::ZERO, ..cfg() };
+    let mut t = Team::with_cfg(&[1, 2, 3, 4, 5], cfg);
+    t.delay = 10 * MS;
+    let to = [2, 3, 4, 5];
+    let clean = |t: &mut Team| {
+        t.auto_reply = true;
+        let id = t.on(1, |m, now| m.request_reply(now, &to, b"x".to_vec(), Duration::ZERO)).unwrap();
+        replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(r) if r.id == id)))
+    };
+    // 2-4 answer at once; 5 answers 5 ms after it heard 4, its slot's start (the coordinator
+    // hears 4 then too, and waits one learned slot, 11 ms).
+    let slow_five = |t: &mut Team| {
+        t.auto_reply = false;
+        let start = t.now;
+        let id = t.on(1, |m, now| m.request_reply(now, &to, b"x".to_vec(), Duration::ZERO)).unwrap();
+        t.run_for(t.delay);
+        for p in [2, 3, 4] {
+            let Some((_, Event::Request { id, data })) = t.events[&p].last().cloned() else { panic!("{p} asked") };
+            t.on(p, |m, now| m.reply(now, id, answer(p, &data))).unwrap();
+        }
+        t.run_for(3 * t.delay + 5 * MS);
+        let Some((_, Event::Request { id: five, data })) = t.events[&5].last().cloned() else { panic!("5 asked") };
+        assert!(t.now >= start + 4 * t.delay, "4 answered before 5");
+        t.on(5, |m, now| m.reply(now, five, answer(5, &data))).unwrap();
+        let r = replies(t.until(1, Duration::from_secs(1), |e| matches!(e, Event::Replies(r) if r.id == id)));
+        assert_eq!(r.replies.len(), 4);
+        (r.broadcasts, t.m(1).stats().early_answers)
+    };
+    for _ in 0..4 {
+        assert_eq!(clean(&mut t).broadcasts, 1);
+    }
+    let slot = t.m(1).request_msg_t();
+    assert!(slot > t.delay && slot < t.delay + 5 * MS, "{slot:?}");
+    assert_eq!(slow_five(&mut t), (2, 1), "the first slow answer overtakes a repair");
+    assert_eq!(slow_five(&mut t), (1, 1), "the next one is waited for");
+    for _ in 0..SLACK_PERSIST - 2 {
+        assert_eq!(clean(&mut t).broadcasts, 1);
+    }
+    assert_eq!(slow_five(&mut t), (1, 1), "the 16th request after the early answer");
+    assert_eq!(slow_five(&mut t), (2, 2), "the 17th: the slack lapsed");
 }
 
 #[test]

@@ -12,7 +12,7 @@
 //! needs. What the spacing does not show keeps its configured allowance: the request's own
 //! delivery (`MsgT`) and the members' processing (`procT`).
 
-use crate::lrt::pace::RttEstimator;
+use crate::lrt::pace::{GRANULARITY, RttEstimator};
 use cohort_time::Instant;
 use cohort_wire::group::PidMask;
 use std::time::Duration;
@@ -36,9 +36,63 @@ impl Estimate {
         self.0.sample(d);
     }
 
+    /// The least spacing sampled: no answer follows a broadcast sooner.
+    pub fn least(&self) -> Option<Duration> {
+        self.0.min_rtt()
+    }
+
     /// `SRTT + max(G, 4·RTTVAR)`, at most `cap`; `cap` until [`WARMUP`] samples came.
     pub fn bound(&self, cap: Duration) -> Duration {
         if self.0.samples() < WARMUP { cap } else { self.0.probe_timeout().min(cap) }
+    }
+}
+
+/// Request rounds a widened [`RepairSlack`] lasts without a repair shown premature
+/// (RFC 8985's `reo_wnd` persists for 16 loss recoveries after a DSACK).
+pub(super) const SLACK_PERSIST: u32 = 16;
+
+/// The coordinator's allowance for answers later than the learned slot.
+///
+/// The learned slot covers the spacing of answers that follow each other on the air; it does
+/// not cover a member whose host woke late (its successor's slot lead then overtakes it) or
+/// that missed answers the coordinator heard (its timer counts from an earlier one). Such an
+/// answer overtakes the coordinator's early repair, which then costs a request frame and a
+/// second answer. As RACK widens its reordering window when a DSACK shows a retransmission
+/// spurious (RFC 8985 §6.2.4), an answer that reaches the coordinator within one slot of a
+/// repair round that asked for it shows the repair premature: the early repair then waits
+/// that answer's lateness (how long after the repair it came, plus the estimator's granularity `G`)
+/// more, until [`SLACK_PERSIST`] request rounds passed without another.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RepairSlack {
+    slack: Duration,
+    /// Requests after the current one that the slack still holds for.
+    rounds_left: u32,
+    /// An early answer came during the current request.
+    renewed: bool,
+}
+
+impl RepairSlack {
+    /// An answer came `late` after the repair round that asked for it went.
+    pub fn premature(&mut self, late: Duration) {
+        self.slack = self.slack.max(late + GRANULARITY);
+        self.renewed = true;
+    }
+
+    /// A request completed: the slack holds for the [`SLACK_PERSIST`] requests after the
+    /// latest one that renewed it.
+    pub fn request_done(&mut self) {
+        if std::mem::take(&mut self.renewed) {
+            self.rounds_left = SLACK_PERSIST;
+        } else {
+            self.rounds_left = self.rounds_left.saturating_sub(1);
+            if self.rounds_left == 0 {
+                self.slack = Duration::ZERO;
+            }
+        }
+    }
+
+    pub fn get(&self) -> Duration {
+        self.slack
     }
 }
 

@@ -169,6 +169,10 @@ pub fn redundancy(p: f64, burst: f64, spread: f64, min: f64, max: f64) -> f64 {
     (p + spread * (p * burst.max(1.0)).sqrt()).clamp(min, max)
 }
 
+/// The clock granularity `G` of RFC 6298: the least margin [`RttEstimator::probe_timeout`]
+/// allows over the smoothed round trip.
+pub const GRANULARITY: Duration = Duration::from_millis(1);
+
 /// Smoothed round-trip time (RFC 6298 style).
 #[derive(Debug, Clone)]
 pub struct RttEstimator {
@@ -215,7 +219,7 @@ impl RttEstimator {
 
     /// How long to wait for an acknowledgement before probing.
     pub fn probe_timeout(&self) -> Duration {
-        self.srtt() + (self.rttvar * 4).max(Duration::from_millis(1))
+        self.srtt() + (self.rttvar * 4).max(GRANULARITY)
     }
 }
 
