@@ -46,7 +46,8 @@ enum Running {
         /// When the latest broadcast went.
         sent_at: Instant,
         /// With [`Config::early_repair`]: when the slot of the last member still missing will
-        /// have passed, counted from the latest reply (`on_reply`).
+        /// have passed, counted from the latest reply (`on_reply`); the repair goes the
+        /// coordinator's `RepairSlack` later.
         early: Option<Instant>,
         /// With [`Config::ask_again`]: members still missing whose replies another member
         /// overheard since they were last asked, so they hold the request.
@@ -251,6 +252,11 @@ impl Member {
         }
     }
 
+    fn count_early_repair(&mut self) {
+        self.stats.early_repairs += 1;
+        self.coord_state.slack.repaired();
+    }
+
     fn complete_request(&mut self, now: Instant) {
         if let Some(Running::Request { id, replies, failed, issued_at, broadcasts, .. }) =
             self.coord_state.running.take()
@@ -296,15 +302,20 @@ impl Member {
         let window = self.msg_est.least().map_or(slot_before, |l| l.min(slot_before));
         if *broadcasts > 1 && now < *sent_at + window {
             self.stats.early_answers += 1;
-            self.coord_state.slack.premature(now.saturating_duration_since(*sent_at));
+            let held = self.coord_state.slack.get(slot_before);
+            self.coord_state.slack.late_answer(now.saturating_duration_since(*sent_at) + held, true);
         }
         replies.insert(from, data.to_vec());
         clock.answered(now, from, &mut self.msg_est);
         let (learn, msg_t, slot_t) = (self.cfg.learn_msg_t, self.cfg.msg_t, self.request_msg_t());
-        let slack = self.coord_state.slack.get();
+        let slack = self.coord_state.slack.get(slot_t);
         let Some(Running::Request { rmask, clock, early, answers_from, .. }) = &mut self.coord_state.running else {
             return false;
         };
+        // An answer after the early repair would have gone without the slack: one it saved.
+        if let Some(base) = early.take_if(|base| now > *base) {
+            self.coord_state.slack.late_answer(now.saturating_duration_since(base), false);
+        }
         if rmask.is_empty() {
             self.complete_request(now);
         } else if self.cfg.early_repair {
@@ -313,19 +324,22 @@ impl Member {
             // so the round is over once the last missing member's slot has passed. A learned
             // `MsgT` shows the channel, not the members' processing: its slots count from no
             // earlier than when they all are ready (and never end later than `msg_t`'s).
-            // Repairs shown premature widen the wait by the slack they measured.
+            // Repairs shown premature widen the wait by a slack (`RepairSlack`), added where
+            // the deadline is read: `early` is when the repair goes without it.
             let slot = |p: u32| clock.slots().position(p).unwrap_or(0);
             let left = rmask.iter().last().map_or(0, |last| slot(last).saturating_sub(slot(from)));
             if left == 0 && slack.is_zero() {
-                self.stats.early_repairs += 1;
+                self.count_early_repair();
                 self.request_round(now);
+            } else if left == 0 {
+                *early = Some(now);
             } else {
                 let slots = |t: Duration| t.saturating_mul(left as u32);
                 let mut at = now + slots(msg_t);
                 if learn {
                     at = at.min(now.max(*answers_from) + slots(slot_t));
                 }
-                *early = Some(at + slack);
+                *early = Some(at);
             }
         }
         true
@@ -461,7 +475,8 @@ impl Member {
     pub(super) fn slotted_round_deadline(&self) -> Option<Instant> {
         match &self.coord_state.running {
             Some(Running::Request { deadline, early, .. }) if self.is_coordinator() => {
-                Some(early.map_or(*deadline, |e| e.min(*deadline)))
+                let slack = self.coord_state.slack.get(self.request_msg_t());
+                Some(early.map_or(*deadline, |e| (e + slack).min(*deadline)))
             }
             Some(Running::Push { deadline, .. }) if self.is_coordinator() => Some(*deadline),
             _ => None,
@@ -486,7 +501,7 @@ impl Member {
         match &mut self.coord_state.running {
             Some(Running::Request { deadline, .. }) => {
                 if now < *deadline {
-                    self.stats.early_repairs += 1;
+                    self.count_early_repair();
                 }
                 self.request_round(now)
             }

@@ -129,10 +129,12 @@ pub struct Config {
     /// round is ignored). Only a round from which no reply came at all waits for the deadline.
     /// An answer to an earlier round that arrives sooner after a repair than any answer can
     /// follow a broadcast (see [`Stats::early_answers`]) shows that repair premature, and the
-    /// coordinator's early repairs then wait that answer's lateness (plus 1 ms) more, for the
-    /// next 16 requests from the latest such answer (as RACK widens its reordering window
-    /// after a spurious retransmission, RFC 8985): a member slower than its slot then costs
-    /// its lateness, not a request frame and a second answer.
+    /// coordinator's early repairs then wait the largest such lateness (plus 1 ms) more, as
+    /// RACK widens its reordering window after a spurious retransmission (RFC 8985): a member
+    /// slower than its slot then costs its lateness, not a request frame and a second
+    /// answer. The slack is held while the premature repairs it saves (each about two slots
+    /// of airtime) outweigh what it adds to the repairs that were needed, per request over
+    /// about the last 16: a lossy channel whose repairs are needed drops it.
     /// Default on; `false` is Alg. 2 as written.
     pub early_repair: bool,
     /// Each broadcast goes out this many times back to back (1 to 4). 802.11 never retries a

@@ -47,52 +47,70 @@ impl Estimate {
     }
 }
 
-/// Request rounds a widened [`RepairSlack`] lasts without a repair shown premature
-/// (RFC 8985's `reo_wnd` persists for 16 loss recoveries after a DSACK).
-pub(super) const SLACK_PERSIST: u32 = 16;
+/// Gain of [`RepairSlack`]'s per-request rates: about the mean of the last 16 requests.
+const RATE_GAIN: f64 = 1.0 / 16.0;
 
 /// The coordinator's allowance for answers later than the learned slot.
 ///
 /// The learned slot covers the spacing of answers that follow each other on the air; it does
-/// not cover a member whose host woke late (its successor's slot lead then overtakes it) or
-/// that missed answers the coordinator heard (its timer counts from an earlier one). Such an
-/// answer overtakes the coordinator's early repair, which then costs a request frame and a
-/// second answer. As RACK widens its reordering window when a DSACK shows a retransmission
-/// spurious (RFC 8985 §6.2.4), an answer that reaches the coordinator within one slot of a
-/// repair round that asked for it shows the repair premature: the early repair then waits
-/// that answer's lateness (how long after the repair it came, plus the estimator's granularity `G`)
-/// more, until [`SLACK_PERSIST`] request rounds passed without another.
+/// not cover a member whose host is slow now and then. Such an answer overtakes the
+/// coordinator's early repair, which then costs a request frame and a second answer (about
+/// two slots of airtime). An answer to a round that reaches the coordinator sooner after a
+/// repair than any answer follows a broadcast shows that repair premature, and how late the
+/// answer was; while a slack is held, an answer that comes after the time the early repair
+/// would have gone without it shows one the slack saved. (RACK, RFC 8985 §6.2.4, widens its
+/// reordering window when a DSACK shows a retransmission spurious, likewise.)
+///
+/// The slack is the largest lateness shown plus `G`, and it is held while the premature
+/// repairs it saves cost more airtime than it adds to the repairs that were needed (each
+/// waits the slack more): `premature · 2·slot > needed · slack`, both counted per request and
+/// smoothed over about the last 16 requests. On a clean channel a slow member's few
+/// premature repairs outweigh the rare needed ones; on a lossy channel, where most repairs
+/// are needed, a slack that saves few of them is dropped.
 #[derive(Debug, Clone, Default)]
 pub(super) struct RepairSlack {
-    slack: Duration,
-    /// Requests after the current one that the slack still holds for.
-    rounds_left: u32,
-    /// An early answer came during the current request.
-    renewed: bool,
+    /// The largest lateness shown, plus `G`.
+    late: Duration,
+    /// Premature repairs (made or saved) per request, smoothed.
+    premature: f64,
+    /// Early repairs per request that no answer showed premature, smoothed.
+    needed: f64,
+    /// The current request's: premature repairs saved, and made; early repairs made.
+    saved_now: u32,
+    made_now: u32,
+    repairs_now: u32,
 }
 
 impl RepairSlack {
-    /// An answer came `late` after the repair round that asked for it went.
-    pub fn premature(&mut self, late: Duration) {
-        self.slack = self.slack.max(late + GRANULARITY);
-        self.renewed = true;
-    }
-
-    /// A request completed: the slack holds for the [`SLACK_PERSIST`] requests after the
-    /// latest one that renewed it.
-    pub fn request_done(&mut self) {
-        if std::mem::take(&mut self.renewed) {
-            self.rounds_left = SLACK_PERSIST;
+    /// An answer came `late` after the early repair went (`made`), or after it would have
+    /// gone without the slack.
+    pub fn late_answer(&mut self, late: Duration, made: bool) {
+        self.late = self.late.max(late + GRANULARITY);
+        if made {
+            self.made_now += 1;
         } else {
-            self.rounds_left = self.rounds_left.saturating_sub(1);
-            if self.rounds_left == 0 {
-                self.slack = Duration::ZERO;
-            }
+            self.saved_now += 1;
         }
     }
 
-    pub fn get(&self) -> Duration {
-        self.slack
+    /// The coordinator repaired a round before its deadline.
+    pub fn repaired(&mut self) {
+        self.repairs_now += 1;
+    }
+
+    /// A request completed: its counts join the rates.
+    pub fn request_done(&mut self) {
+        let premature = f64::from(self.saved_now + self.made_now);
+        let needed = f64::from(self.repairs_now.saturating_sub(self.made_now));
+        self.premature += RATE_GAIN * (premature - self.premature);
+        self.needed += RATE_GAIN * (needed - self.needed);
+        (self.saved_now, self.made_now, self.repairs_now) = (0, 0, 0);
+    }
+
+    /// The slack the early repair waits now, with slots of `slot`.
+    pub fn get(&self, slot: Duration) -> Duration {
+        let saves = self.premature * 2.0 * slot.as_secs_f64();
+        if saves > self.needed * self.late.as_secs_f64() { self.late } else { Duration::ZERO }
     }
 }
 
