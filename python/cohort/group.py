@@ -61,8 +61,9 @@ class GroupSocket:
         ``start_grace`` (seconds, static group only) gives the other members that long more
         before they are suspected, for a team whose members do not all start at once;
         ``early_repair`` (on by default) makes a coordinator ask the members still missing again
-        as soon as their slots have passed, not at the round's deadline (``False``: Alg. 2 as
-        written);
+        as soon as their slots have passed, not at the round's deadline, waiting a slack more
+        once answers have overtaken such repairs, while that saves airtime (``False``: Alg. 2
+        as written);
         ``broadcast_copies`` (1 to 4) sends every broadcast that many times back to back, as
         802.11 never retries a broadcast (for a channel shared with bulk traffic);
         ``slot_lead`` (seconds; 0: off) lets the member two slots after an answer it overhears

@@ -66,7 +66,8 @@ const RATE_GAIN: f64 = 1.0 / 16.0;
 /// waits the slack more): `premature · 2·slot > needed · slack`, both counted per request and
 /// smoothed over about the last 16 requests. On a clean channel a slow member's few
 /// premature repairs outweigh the rare needed ones; on a lossy channel, where most repairs
-/// are needed, a slack that saves few of them is dropped.
+/// are needed, a slack that saves few of them is dropped. The largest lateness is never
+/// forgotten, but the repair never waits beyond the round's deadline (Alg. 2's).
 #[derive(Debug, Clone, Default)]
 pub(super) struct RepairSlack {
     /// The largest lateness shown, plus `G`.
