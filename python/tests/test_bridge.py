@@ -160,13 +160,17 @@ def subscribe(session: Any, key: str) -> list[Any]:
     return got
 
 
-def wait_subscribed(bridge: Bridge, pub: Any, key: str) -> None:
-    """Publishes probes until the bridge has seen one: zenoh declarations travel asynchronously."""
+def wait_subscribed(bridge: Bridge, pub: Any, key: str, peer: int = 2) -> None:
+    """Publishes probes until the bridge has sent one and sends ``key`` to ``peer`` on what
+    ``peer`` said of its subscribers: zenoh declarations and the bridges' INTEREST messages
+    travel asynchronously."""
     before = bridge.counters.get("bridged_out")
 
     def seen() -> bool:
         pub.put(key, b"probe")
-        return bridge.counters.get("bridged_out") > before
+        told = bridge.stats()["interest"][peer]
+        routed = told is not None and bool(told["matching"]) and peer in bridge.routes(key)
+        return routed and bridge.counters.get("bridged_out") > before
 
     assert wait_until(seen)
 
@@ -344,6 +348,61 @@ def test_no_loop_when_two_bridges_bridge_the_same_key(tmp_path: Path, closing: C
     assert [s.payload.to_bytes() for s in got[n0:]] == [b"once"]
 
 
+def test_a_sample_goes_only_to_robots_with_a_subscriber(tmp_path: Path, closing: Callable[[Any], Any]) -> None:
+    """Robot 3 has no subscriber: nothing crosses to it until one appears, and nothing after it
+    goes; robot 2's subscriber gets every sample throughout."""
+    team = Team(tmp_path, 3, publish=PUBLISH)
+    a, _b, c = start_team(team, closing)
+    app1, app2, app3 = closing(team.app(1)), closing(team.app(2)), closing(team.app(3))
+    got2 = subscribe(app2, "team/data/**")
+    wait_subscribed(a, app1, "team/probe")
+    assert wait_until(lambda: a.routes("team/data/x") == [2])
+    assert a.stats()["interest"][3] == {"watched": ["team/**"], "matching": []}
+    in3 = c.counters.get("bridged_in")
+    block = zenoh.CongestionControl.BLOCK
+    for i in range(20):
+        app1.put("team/data/x", b"%d" % i, congestion_control=block)
+    assert wait_until(lambda: len(got2) == 20)
+    assert c.counters.get("bridged_in") == in3
+    assert a.counters.get("unwanted") >= 20
+
+    got3: list[Any] = []
+    sub3 = app3.declare_subscriber("team/data/x", got3.append)
+    assert wait_until(lambda: a.routes("team/data/x") == [2, 3])
+    assert a.routes("team/other") == [2, 3]  # robot 3 said "team/**": it gets the whole key
+    for i in range(20, 40):
+        app1.put("team/data/x", b"%d" % i, congestion_control=block)
+    assert wait_until(lambda: len(got3) == 20 and len(got2) == 40)
+    assert [s.payload.to_bytes() for s in got3] == [b"%d" % i for i in range(20, 40)]
+
+    sub3.undeclare()
+    assert wait_until(lambda: a.routes("team/data/x") == [2])
+    in3 = c.counters.get("bridged_in")
+    for i in range(40, 60):
+        app1.put("team/data/x", b"%d" % i, congestion_control=block)
+    assert wait_until(lambda: len(got2) == 60)
+    assert [s.payload.to_bytes() for s in got2] == [b"%d" % i for i in range(60)]
+    assert c.counters.get("bridged_in") == in3
+
+
+def test_a_key_published_by_one_robot_reaches_a_robot_that_does_not_configure_it(
+    tmp_path: Path, closing: Callable[[Any], Any]
+) -> None:
+    """Only robot 1 names the key in ``[[publish]]``: robot 2's bridge watches what robot 1
+    offers, so its subscriber still gets the samples."""
+    team = Team(tmp_path, 2, publish=PUBLISH)
+    team.paths[2].write_text(team.paths[2].read_text().replace(PUBLISH, ""))
+    a, b = start_team(team, closing)
+    assert not b.cfg.publish
+    app_a, app_b = closing(team.app(1)), closing(team.app(2))
+    got = subscribe(app_b, "team/data/**")
+    wait_subscribed(a, app_a, "team/probe")
+    app_a.put("team/data/x", b"crossed")
+    assert wait_until(lambda: len(got) == 1)
+    assert got[0].payload.to_bytes() == b"crossed"
+    assert b.stats()["interest"][1] == {"watched": [], "matching": []}
+
+
 # Bad input.
 
 
@@ -455,7 +514,13 @@ def test_wire_round_trips_and_refuses_truncation() -> None:
     assert wire.decode(wire.encode(ans)) == ans
     gr = wire.GroupReply(replies=(wire.Reply("a/b", b"r", "e"), wire.Reply("a/c", b"", "")), serve_us=1234)
     assert wire.decode(wire.encode(gr)) == gr
-    for msg in (ans, gr):
+    offer = wire.Offer(("team/**", "0/cmd_vel/**"))
+    interest = wire.Interest((("team/**", True), ("0/cmd_vel/**", False)))
+    for m in (offer, interest, wire.Offer(()), wire.Interest(())):
+        assert wire.decode(wire.encode(m)) == m
+    with pytest.raises(wire.WireError, match="matching flag"):
+        wire.decode(wire.encode(interest)[:-1] + b"\x02")
+    for msg in (ans, gr, offer, interest):
         data = wire.encode(msg)
         for n in range(len(data) - 1):
             with pytest.raises(wire.WireError):
@@ -491,7 +556,8 @@ def test_a_peer_that_vanishes_is_counted_drops_and_one_error_line(
 ) -> None:
     team = Team(tmp_path, 2, publish=PUBLISH)
     a, b = start_team(team, closing)
-    app_a = closing(team.app(1))
+    app_a, app_b = closing(team.app(1)), closing(team.app(2))
+    subscribe(app_b, "team/**")
     wait_subscribed(a, app_a, "team/probe")
     with caplog.at_level("ERROR", logger="cohort.bridge"):
         b.close()

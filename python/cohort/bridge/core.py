@@ -2,8 +2,10 @@
 
 See ``docs/bridge.md`` for the design; in short:
 
-* publications on a ``[[publish]]`` key go to every peer over LRT, on the link of their
-  traffic class (:mod:`cohort.bridge.qos`); what arrives is put into the local session;
+* publications on a ``[[publish]]`` key go over LRT, on the link of their traffic class
+  (:mod:`cohort.bridge.qos`), to every peer whose local session has a subscriber on them
+  (each bridge watches the keys the team offers and tells its peers which have one); what
+  arrives is put into the local session;
 * a local ``get`` on a ``[[query]]`` key is asked of every other robot in one group request
   (GCBRR) by the group's coordinator (a robot that is not the coordinator relays the query to
   it over LRT and gets the answers back the same way);
@@ -47,6 +49,8 @@ GROUP_DSCP = 34  # AF41: request-reply rides AC_VI, as in the team scenario
 VO = CLASSES[0]
 # How long close() waits for the bridge's own threads (each polls its stop flag every 0.1 s).
 THREAD_JOIN_S = 2.0
+# Routes (class, [[publish]] entry, key -> links) remembered before the cache starts afresh.
+ROUTE_CACHE = 4096
 
 
 def is_bridged(source_info: Any) -> bool:
@@ -110,6 +114,23 @@ class _Pending:
         self.answers: wire.Answers | None = None
 
 
+def _wants(interest: tuple[frozenset[str], tuple[Any, ...]] | None, offered: str, key: str) -> bool:
+    """Whether a peer with this INTEREST gets a sample on ``key`` from the ``[[publish]]`` key
+    ``offered``: yes unless it has watched ``offered`` and no subscriber of its includes
+    ``key`` (a peer that has not said, or not about this key, gets everything)."""
+    if interest is None:
+        return True
+    watched, matching = interest
+    return offered not in watched or any(e.intersects(key) for e in matching)
+
+
+def _told(interest: tuple[frozenset[str], tuple[Any, ...]] | None) -> dict[str, list[str]] | None:
+    if interest is None:
+        return None
+    watched, matching = interest
+    return {"watched": sorted(watched), "matching": sorted(str(e) for e in matching)}
+
+
 class Bridge:
     """One robot's bridge. ``Bridge(cfg).start()``, then :meth:`close` (or use ``with``)."""
 
@@ -130,6 +151,18 @@ class Bridge:
         self._pending: dict[int, _Pending] = {}
         self._lock = threading.Lock()
         self._publish_keys: list[Any] = []
+        # Interest (docs/bridge.md, "Only to robots with a subscriber"): the key expressions the
+        # team offered and whether this robot's session has a subscriber on each; per peer, its
+        # last INTEREST (None until one arrives: send it everything) as (watched, matching).
+        self._interest_lock = threading.RLock()
+        self._watch_lock = threading.Lock()  # one caller declares watches at a time
+        self._offered: set[str] = set()
+        self._watch_handles: list[Any] = []
+        self._matching: dict[str, bool] = {}
+        self._peer_interest: dict[int, tuple[frozenset[str], tuple[Any, ...]] | None] = {
+            peer.pid: None for peer in cfg.peers
+        }
+        self._routes: dict[tuple[int, int, str], tuple[OutLink, ...]] = {}
         self._started = time.monotonic()
         # The last membership changes this bridge saw (stats()["membership"]).
         self._history: deque[dict[str, Any]] = deque(maxlen=64)
@@ -202,7 +235,12 @@ class Bridge:
         for peer in cfg.peers:
             for c in CLASSES:
                 out = OutLink(
-                    peer.pid, f"{peer.address}:{cfg.lrt_port_for(cfg.pid, c.index)}", c, params, self.counters
+                    peer.pid,
+                    f"{peer.address}:{cfg.lrt_port_for(cfg.pid, c.index)}",
+                    c,
+                    params,
+                    self.counters,
+                    on_up=self._greet if c is VO else None,
                 )
                 self._out[c.index][peer.pid] = out
                 out.start()
@@ -223,6 +261,7 @@ class Bridge:
                 q.key, self._queryable_callback(q.timeout_s), complete=False, allowed_origin=zenoh.Locality.REMOTE
             )
             self._decls.append(qa)
+        self._watch_offers()
         self._spawn(self._serve_group, "group")
         self._spawn(self._watch_members, "members")
         self._spawn(self._maintain_group, "join")
@@ -339,7 +378,9 @@ class Bridge:
         reaching the bridge to its last answer, ``group_round`` the group request alone,
         ``relay`` a query relayed to the coordinator and back, ``serve`` a request this robot
         answered, ``local_get`` this robot's own session answering), the links that are up,
-        the group's view and its member's counters (``group``), and the last 64 membership
+        the group's view and its member's counters (``group``), what each peer last said of
+        its subscribers (``interest``: per peer ``None`` before it said, else the key
+        expressions it ``watched`` and those ``matching`` a subscriber), the last 64 membership
         changes this bridge saw (``membership``: seconds since start, the robot that
         ``joined`` or ``left``, this bridge's group state and coordinator then)."""
         links_up = {c.name: sorted(pid for pid, link in self._out[c.index].items() if link.up) for c in CLASSES}
@@ -353,6 +394,7 @@ class Bridge:
             "coordinator": g.coordinator if g is not None and not g.closed else None,
             "group": g.stats() if g is not None and not g.closed else {},
             "query_proc_t_ms": round(self.proc_t.value() * 1e3, 3),
+            "interest": {peer: _told(told) for peer, told in self._peer_interest.items()},
             "membership": self._membership_history(),
         }
 
@@ -385,11 +427,19 @@ class Bridge:
         if any(k.includes(sample.key_expr) for k in earlier):
             return
         code = priority_code(prio or priority_name(sample.priority))
+        key = str(sample.key_expr)
+        cls = class_of(code).index
+        links = self._route(cls, len(earlier), key)
+        unwanted = len(self._out[cls]) - len(links)
+        if unwanted:
+            self.counters.add("unwanted", unwanted)
+        if not links:
+            return
         block = cc == "block" if cc is not None else sample.congestion_control == zenoh.CongestionControl.BLOCK
         att = sample.attachment
         msg = wire.encode(
             wire.Sample(
-                key=str(sample.key_expr),
+                key=key,
                 payload=sample.payload.to_bytes(),
                 encoding=str(sample.encoding),
                 priority=code,
@@ -401,8 +451,106 @@ class Bridge:
             )
         )
         self.counters.add("bridged_out")
-        for link in self._out[class_of(code).index].values():
+        for link in links:
             link.send(msg, block)
+
+    # Interest: a sample goes only to the robots that have a subscriber on it.
+
+    def _route(self, cls: int, entry: int, key: str) -> tuple[OutLink, ...]:
+        """The links of class ``cls`` a sample on ``key`` (from ``[[publish]]`` entry
+        ``entry``) goes to: every peer but those whose last INTEREST watched the entry's key
+        and matched none that includes ``key``."""
+        routes = self._routes  # replaced (not cleared) when an INTEREST arrives
+        links = routes.get((cls, entry, key))
+        if links is None:
+            offered = self.cfg.publish[entry].key
+            links = tuple(
+                link for pid, link in self._out[cls].items() if _wants(self._peer_interest.get(pid), offered, key)
+            )
+            if len(routes) >= ROUTE_CACHE:
+                routes.clear()
+            routes[(cls, entry, key)] = links
+        return links
+
+    def routes(self, key: str) -> list[int]:
+        """The robots a sample on ``key`` would go to now (those a ``[[publish]]`` entry covers
+        and whose session has a subscriber on it, or that have not said yet): tests and
+        ``cohort bridge`` users wait on it as they would on a Zenoh matching status."""
+        for i, k in enumerate(self._publish_keys):
+            if k.includes(key):
+                return sorted(link.peer for link in self._route(VO.index, i, key))
+        return []
+
+    def _greet(self, link: OutLink) -> None:
+        """A new ``vo`` link: what this robot may send, then what it wants."""
+        with self._interest_lock:
+            link.send(wire.encode(wire.Offer(tuple(p.key for p in self.cfg.publish))), True)
+            link.send(self._interest_message(), True)
+
+    def _interest_message(self) -> bytes:
+        return wire.encode(wire.Interest(tuple(sorted(self._matching.items()))))
+
+    def _announce_interest(self) -> None:
+        """Tells every peer this robot's interest (under ``_interest_lock``: messages leave in
+        the order their state was read, so each peer ends with the latest)."""
+        msg = self._interest_message()
+        for link in self._out[VO.index].values():
+            if link.up:
+                link.send(msg, True)
+
+    def _on_offer(self, keys: tuple[str, ...]) -> None:
+        import zenoh
+
+        for k in keys:
+            zenoh.KeyExpr(k)  # a key expression that does not parse: the message is dropped
+        with self._interest_lock:
+            self._offered.update(keys)
+        self._watch_offers()
+        with self._interest_lock:
+            # The peer that offered may be a new process: it needs this robot's state.
+            self._announce_interest()
+
+    def _watch_offers(self) -> None:
+        """Watches every offered key expression not watched yet: a publisher that never
+        publishes, whose matching status says whether an application's subscriber (in another
+        session: the bridge's own do not count) includes any of its keys. Zenoh is called
+        outside ``_interest_lock``, whose holders never call it (its callbacks take the lock)."""
+        import zenoh
+
+        with self._watch_lock:
+            session = self._session
+            if session is None:  # before the session opens: _start watches them then
+                return
+            with self._interest_lock:
+                new = sorted(self._offered - set(self._matching))
+            for key in new:
+                pub = session.declare_publisher(key, allowed_destination=zenoh.Locality.REMOTE)
+                listener = pub.declare_matching_listener(lambda st, key=key: self._on_matching(key, st.matching))
+                self._watch_handles += [listener, pub]
+                matching = pub.matching_status.matching
+                with self._interest_lock:
+                    # A change the listener has already reported is newer than this reading.
+                    self._matching.setdefault(key, matching)
+            if new:
+                with self._interest_lock:
+                    self._announce_interest()
+
+    def _on_matching(self, key: str, matching: bool) -> None:
+        with self._interest_lock:
+            if self._matching.get(key) == matching:
+                return
+            self._matching[key] = matching
+            self._announce_interest()
+
+    def _on_interest(self, peer: int, msg: wire.Interest) -> None:
+        import zenoh
+
+        if peer not in self._peer_interest:
+            raise wire.WireError(f"an interest from robot {peer}, not a peer")
+        watched = frozenset(k for k, _ in msg.entries)
+        matching = tuple(zenoh.KeyExpr(k) for k, m in msg.entries if m)
+        self._peer_interest[peer] = (watched, matching)
+        self._routes = {}
 
     # LRT -> local session (samples), and the relayed queries and their answers.
 
@@ -415,6 +563,10 @@ class Bridge:
             return
         if isinstance(msg, wire.Sample):
             self._put_local(msg)
+        elif isinstance(msg, wire.Interest):
+            self._on_interest(peer, msg)
+        elif isinstance(msg, wire.Offer):
+            self._on_offer(msg.keys)
         elif isinstance(msg, wire.Query):
             self._pool.submit(self._coordinate_relayed, msg)
         elif isinstance(msg, wire.GroupReply):  # belongs in a group reply, never on a link

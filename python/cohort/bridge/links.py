@@ -113,10 +113,21 @@ def _open(how: Callable[..., LrtSocket], addr: str, p: LinkParams, cls: TrafficC
 
 
 class OutLink:
-    """This robot -> ``peer`` for one traffic class."""
+    """This robot -> ``peer`` for one traffic class. ``on_up`` is called (on the link's thread)
+    each time a connection comes up, before anything queued after it is sent: a message it
+    queues is the first a new peer process hears from this robot on the link."""
 
-    def __init__(self, peer: int, addr: str, cls: TrafficClass, p: LinkParams, counters: Counters) -> None:
+    def __init__(
+        self,
+        peer: int,
+        addr: str,
+        cls: TrafficClass,
+        p: LinkParams,
+        counters: Counters,
+        on_up: Callable[[OutLink], None] | None = None,
+    ) -> None:
         self.peer, self.addr, self.cls, self.p, self.counters = peer, addr, cls, p, counters
+        self.on_up = on_up
         # One queue keeps the class's order; DROP samples may fill it to drop_queue_len,
         # BLOCK samples to block_queue_len (waiting up to block_timeout_s for room).
         self._q: queue.Queue[bytes] = queue.Queue(maxsize=max(p.block_queue_len, p.drop_queue_len))
@@ -184,6 +195,11 @@ class OutLink:
                 log.warning("link to robot %d (%s) up", self.peer, self.cls.name)
             announced_down = False
             self._up.set()
+            if self.on_up is not None:
+                try:
+                    self.on_up(self)
+                except Exception as e:  # the link still carries samples
+                    log.error("link to robot %d (%s): its greeting failed: %s", self.peer, self.cls.name, e)
             self._pump(sock)
             self._up.clear()
             sock.close()

@@ -15,6 +15,13 @@ All integers big-endian. Every message starts with ``version u8 = 1`` and ``kind
 * ``GROUP_REPLY`` (a robot's reply to a group request): ``serve us u32`` (the robot's time
   from the request to its answer, which the coordinator's ``query_proc_t`` estimate
   follows), then replies.
+* ``OFFER`` (LRT, ``vo``, sent first on every new link): ``count u16`` then ``count`` key
+  expressions (str16), the sender's ``[[publish]]`` keys: what it may send.
+* ``INTEREST`` (LRT, ``vo``): ``count u16`` then ``count`` entries, each a key expression
+  (str16) the team offered and ``matching u8`` (1: the sender's local session has a
+  subscriber on it now). The whole set each time, so the latest message alone tells the
+  state. A robot sends a sample on its ``[[publish]]`` key ``K`` to a peer unless the peer's
+  last ``INTEREST`` lists ``K`` and no matching entry includes the sample's key.
 * Replies (in ``ANSWERS`` and ``GROUP_REPLY``) are ``count u16`` then ``count`` replies, each
   ``key str16``, ``encoding str16``, ``payload bytes32``.
 
@@ -27,10 +34,10 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-__all__ = ["Answers", "GroupReply", "Query", "Reply", "Sample", "WireError", "decode", "encode"]
+__all__ = ["Answers", "GroupReply", "Interest", "Offer", "Query", "Reply", "Sample", "WireError", "decode", "encode"]
 
 VERSION = 1
-SAMPLE, QUERY, ANSWERS, GROUP_REPLY = 1, 2, 3, 4
+SAMPLE, QUERY, ANSWERS, GROUP_REPLY, OFFER, INTEREST = 1, 2, 3, 4, 5, 6
 
 F_DELETE, F_EXPRESS, F_BLOCK, F_ATTACHMENT = 1, 2, 4, 8
 Q_PAYLOAD, Q_ATTACHMENT = 1, 2
@@ -83,6 +90,18 @@ class Answers:
 class GroupReply:
     replies: tuple[Reply, ...]
     serve_us: int = 0
+
+
+@dataclass(frozen=True)
+class Offer:
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Interest:
+    """``(key expression, a local subscriber matches it)`` for every key the sender watches."""
+
+    entries: tuple[tuple[str, bool], ...]
 
 
 class _Writer:
@@ -164,7 +183,7 @@ def _header(w: _Writer, kind: int) -> None:
     w.u8(kind)
 
 
-Message = Sample | Query | Answers | GroupReply
+Message = Sample | Query | Answers | GroupReply | Offer | Interest
 
 
 def encode(msg: Message) -> bytes:
@@ -193,11 +212,28 @@ def encode(msg: Message) -> bytes:
         w.u32(msg.query_id)
         w.u16(min(msg.failed, 0xFFFF))
         _replies(w, msg.replies)
-    else:
+    elif isinstance(msg, GroupReply):
         _header(w, GROUP_REPLY)
         w.u32(min(max(msg.serve_us, 0), 0xFFFFFFFF))
         _replies(w, msg.replies)
+    elif isinstance(msg, Offer):
+        _header(w, OFFER)
+        _count(w, len(msg.keys))
+        for k in msg.keys:
+            w.str16(k)
+    else:
+        _header(w, INTEREST)
+        _count(w, len(msg.entries))
+        for k, matching in msg.entries:
+            w.str16(k)
+            w.u8(1 if matching else 0)
     return w.finish()
+
+
+def _count(w: _Writer, n: int) -> None:
+    if n > 0xFFFF:
+        raise WireError(f"{n} key expressions exceed 65535")
+    w.u16(n)
 
 
 def _query_body(w: _Writer, q: Query) -> None:
@@ -261,7 +297,22 @@ def decode(data: bytes) -> Message:
     if kind == GROUP_REPLY:
         serve_us = r.u32()
         return GroupReply(replies=_read_replies(r), serve_us=serve_us)
+    if kind == OFFER:
+        keys = tuple(r.str16() for _ in range(r.u16()))
+        r.end()
+        return Offer(keys)
+    if kind == INTEREST:
+        entries = tuple(_interest_entry(r) for _ in range(r.u16()))
+        r.end()
+        return Interest(entries)
     raise WireError(f"unknown message kind {kind}")
+
+
+def _interest_entry(r: _Reader) -> tuple[str, bool]:
+    key, matching = r.str16(), r.u8()
+    if matching > 1:
+        raise WireError(f"matching flag {matching} is neither 0 nor 1")
+    return key, matching == 1
 
 
 def _replies(w: _Writer, replies: tuple[Reply, ...]) -> None:
