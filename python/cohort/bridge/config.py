@@ -76,7 +76,8 @@ class ZenohConfig:
 
 @dataclass(frozen=True)
 class PublishConfig:
-    """A key expression whose publications (put and delete) the bridge carries to every peer.
+    """A key expression whose publications (put and delete) the bridge carries to every peer
+    whose session has a subscriber on them.
 
     ``priority`` and ``congestion_control`` (when set) override the sample's own.
     """
