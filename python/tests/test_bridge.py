@@ -499,8 +499,18 @@ def test_a_bad_message_from_a_peer_is_a_counted_drop(tmp_path: Path, caplog: pyt
     with caplog.at_level("ERROR", logger="cohort.bridge"):
         bridge._on_message(2, b"\x01\x09garbage")
         bridge._on_message(2, wire.encode(wire.GroupReply(replies=(), serve_us=5)))
-    assert bridge.counters.get("dropped_bad_message") == 2
-    assert len([r for r in caplog.records if "message from robot 2 dropped" in r.message]) == 2
+        # What robot 2 offers or wants, named by a key expression Zenoh refuses, or sent by a
+        # robot that is not a peer: nothing of it is taken.
+        bridge._on_message(2, wire.encode(wire.Offer(("team/**", "a//b"))))
+        bridge._on_message(2, wire.encode(wire.Interest((("team/**", True), ("a/**/**/b", True)))))
+        bridge._on_message(9, wire.encode(wire.Interest((("team/**", False),))))
+    assert bridge.counters.get("dropped_bad_message") == 5
+    assert len([r for r in caplog.records if "message from robot 2 dropped" in r.message]) == 4
+    assert [r.message for r in caplog.records if "robot 9" in r.message] == [
+        "message from robot 9 dropped: an interest from robot 9, not a peer"
+    ]
+    assert bridge.stats()["interest"] == {2: None}
+    assert bridge.routes("team/x") == [] and not bridge._offered  # not started: no links
 
 
 def test_wire_round_trips_and_refuses_truncation() -> None:

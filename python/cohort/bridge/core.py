@@ -124,6 +124,19 @@ def _wants(interest: tuple[frozenset[str], tuple[Any, ...]] | None, offered: str
     return offered not in watched or any(e.intersects(key) for e in matching)
 
 
+def _key_exprs(keys: tuple[str, ...]) -> tuple[Any, ...]:
+    """Zenoh's key expressions for ``keys``; :class:`wire.WireError` names one it refuses."""
+    import zenoh
+
+    out = []
+    for k in keys:
+        try:
+            out.append(zenoh.KeyExpr(k))
+        except zenoh.ZError:
+            raise wire.WireError(f"not a key expression Zenoh accepts: {k!r}") from None
+    return tuple(out)
+
+
 def _told(interest: tuple[frozenset[str], tuple[Any, ...]] | None) -> dict[str, list[str]] | None:
     if interest is None:
         return None
@@ -499,10 +512,7 @@ class Bridge:
                 link.send(msg, True)
 
     def _on_offer(self, keys: tuple[str, ...]) -> None:
-        import zenoh
-
-        for k in keys:
-            zenoh.KeyExpr(k)  # a key expression that does not parse: the message is dropped
+        _key_exprs(keys)  # one that Zenoh refuses: the whole message is dropped
         with self._interest_lock:
             self._offered.update(keys)
         self._watch_offers()
@@ -543,12 +553,12 @@ class Bridge:
             self._announce_interest()
 
     def _on_interest(self, peer: int, msg: wire.Interest) -> None:
-        import zenoh
-
         if peer not in self._peer_interest:
             raise wire.WireError(f"an interest from robot {peer}, not a peer")
-        watched = frozenset(k for k, _ in msg.entries)
-        matching = tuple(zenoh.KeyExpr(k) for k, m in msg.entries if m)
+        keys = tuple(k for k, _ in msg.entries)
+        exprs = _key_exprs(keys)  # one that Zenoh refuses: the whole message is dropped
+        watched = frozenset(keys)
+        matching = tuple(e for e, (_, m) in zip(exprs, msg.entries, strict=True) if m)
         self._peer_interest[peer] = (watched, matching)
         self._routes = {}
 
@@ -557,16 +567,18 @@ class Bridge:
     def _on_message(self, peer: int, data: bytes) -> None:
         try:
             msg = wire.decode(data)
+            if isinstance(msg, wire.Interest):
+                self._on_interest(peer, msg)
+            elif isinstance(msg, wire.Offer):
+                self._on_offer(msg.keys)
         except wire.WireError as e:
             self.counters.add("dropped_bad_message")
             log.error("message from robot %d dropped: %s", peer, e)
             return
+        if isinstance(msg, (wire.Interest, wire.Offer)):
+            return
         if isinstance(msg, wire.Sample):
             self._put_local(msg)
-        elif isinstance(msg, wire.Interest):
-            self._on_interest(peer, msg)
-        elif isinstance(msg, wire.Offer):
-            self._on_offer(msg.keys)
         elif isinstance(msg, wire.Query):
             self._pool.submit(self._coordinate_relayed, msg)
         elif isinstance(msg, wire.GroupReply):  # belongs in a group reply, never on a link
