@@ -112,7 +112,23 @@ def _open(how: Callable[..., LrtSocket], addr: str, p: LinkParams, cls: TrafficC
     )
 
 
-class OutLink:
+class _Link:
+    """What both directions share: the peer, its address and class, and the link's thread."""
+
+    def __init__(self, peer: int, addr: str, cls: TrafficClass, p: LinkParams, counters: Counters, way: str) -> None:
+        self.peer, self.addr, self.cls, self.p, self.counters = peer, addr, cls, p, counters
+        self._stop = threading.Event()
+        self._sock: LrtSocket | None = None
+        self._thread = threading.Thread(target=self._run, name=f"bridge-{way}-{peer}-{cls.name}", daemon=True)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def signal_stop(self) -> None:
+        self._stop.set()
+
+
+class OutLink(_Link):
     """This robot -> ``peer`` for one traffic class. ``on_up`` is called (on the link's thread)
     each time a connection comes up, before anything queued after it is sent: a message it
     queues is the first a new peer process hears from this robot on the link."""
@@ -126,15 +142,12 @@ class OutLink:
         counters: Counters,
         on_up: Callable[[OutLink], None] | None = None,
     ) -> None:
-        self.peer, self.addr, self.cls, self.p, self.counters = peer, addr, cls, p, counters
+        super().__init__(peer, addr, cls, p, counters, "out")
         self.on_up = on_up
         # One queue keeps the class's order; DROP samples may fill it to drop_queue_len,
         # BLOCK samples to block_queue_len (waiting up to block_timeout_s for room).
         self._q: queue.Queue[bytes] = queue.Queue(maxsize=max(p.block_queue_len, p.drop_queue_len))
-        self._stop = threading.Event()
         self._up = threading.Event()
-        self._sock: LrtSocket | None = None
-        self._thread = threading.Thread(target=self._run, name=f"bridge-out-{peer}-{cls.name}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -246,9 +259,6 @@ class OutLink:
             except queue.Empty:
                 return n
 
-    def signal_stop(self) -> None:
-        self._stop.set()
-
     def stop(self) -> None:
         self._stop.set()
         sock = self._sock
@@ -260,7 +270,7 @@ class OutLink:
             self._thread.join(timeout=STOP_JOIN_S)
 
 
-class InLink:
+class InLink(_Link):
     """``peer`` -> this robot for one traffic class: listens, hands messages to ``on_message``."""
 
     def __init__(
@@ -272,12 +282,8 @@ class InLink:
         counters: Counters,
         on_message: Callable[[int, bytes], None],
     ) -> None:
-        self.peer, self.addr, self.cls, self.p, self.counters = peer, addr, cls, p, counters
+        super().__init__(peer, addr, cls, p, counters, "in")
         self.on_message = on_message
-        self._stop = threading.Event()
-        self._sock: LrtSocket | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"bridge-in-{peer}-{cls.name}", daemon=True)
 
     def start(self) -> None:
         """Binds the listener (raising if the address is taken) and starts receiving."""
@@ -323,9 +329,6 @@ class InLink:
             except Exception as e:  # one bad message must not stop the link
                 self.counters.add("dropped_bad_message")
                 log.error("message from robot %d (%s) dropped: %s", self.peer, self.cls.name, e)
-
-    def signal_stop(self) -> None:
-        self._stop.set()
 
     def stop(self) -> None:
         self._stop.set()
