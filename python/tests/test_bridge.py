@@ -810,6 +810,18 @@ def test_a_restarted_bridge_is_readmitted(tmp_path: Path, closing: Callable[[Any
     assert wait_until(arrived)
     assert got[0].payload.to_bytes() == b"hello again"
 
+    # The other way: the new process's subscriber is what robot 1 routes to, not the old one's
+    # interest (it had none).
+    back: list[Any] = []
+    app3.declare_subscriber("team/out", back.append)
+
+    def reached() -> bool:
+        app1.put("team/out", b"to the new robot 3")
+        return bool(back)
+
+    assert wait_until(reached)
+    assert back[0].payload.to_bytes() == b"to the new robot 3"
+
 
 def test_a_port_taken_is_an_io_error_and_nothing_stays_open(tmp_path: Path) -> None:
     team = Team(tmp_path, 2, publish=PUBLISH)

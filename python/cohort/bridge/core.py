@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
@@ -124,6 +125,43 @@ def _wants(interest: tuple[frozenset[str], tuple[Any, ...]] | None, offered: str
     return offered not in watched or any(e.intersects(key) for e in matching)
 
 
+class _CallbackThreads:
+    """The threads eclipse-zenoh runs this bridge's callbacks on (one per subscriber, queryable
+    and matching listener): :meth:`wrap` a callback, and :meth:`wait` for every wrapped one's
+    thread to end once its entity is undeclared."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._declared = 0
+        self._ended: list[threading.Thread] = []
+        self._all_ended = threading.Condition(self._lock)
+
+    def wrap(self, fn: Any) -> Any:
+        import zenoh
+
+        with self._lock:
+            self._declared += 1
+        return zenoh.handlers.Callback(fn, drop=self._dropped)
+
+    def _dropped(self) -> None:  # on the callback's own thread, its last call
+        with self._lock:
+            self._ended.append(threading.current_thread())
+            self._all_ended.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        """True if every wrapped callback's thread ended within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if not self._all_ended.wait_for(lambda: len(self._ended) >= self._declared, timeout):
+                return False
+            ended = list(self._ended)
+        me = threading.current_thread()
+        for th in ended:
+            if th is not me:
+                th.join(max(0.0, deadline - time.monotonic()))
+        return not any(th.is_alive() for th in ended if th is not me)
+
+
 def _key_exprs(keys: tuple[str, ...]) -> tuple[Any, ...]:
     """Zenoh's key expressions for ``keys``; :class:`wire.WireError` names one it refuses."""
     import zenoh
@@ -152,7 +190,9 @@ class Bridge:
         self.counters = Counters()
         self._session: Any = None
         self._source_info: Any = None
+        # What this bridge declared in its session, undeclared in this order before it closes.
         self._decls: list[Any] = []
+        self._callbacks = _CallbackThreads()
         self._tokens: dict[int, Any] = {}
         self._group: GroupSocket | None = None
         self._in: list[InLink] = []
@@ -170,7 +210,6 @@ class Bridge:
         self._interest_lock = threading.RLock()
         self._watch_lock = threading.Lock()  # one caller declares watches at a time
         self._offered: set[str] = set()
-        self._watch_handles: list[Any] = []
         self._matching: dict[str, bool] = {}
         self._peer_interest: dict[int, tuple[frozenset[str], tuple[Any, ...]] | None] = {
             peer.pid: None for peer in cfg.peers
@@ -266,12 +305,15 @@ class Bridge:
         for i, p in enumerate(cfg.publish):
             self._publish_keys.append(zenoh.KeyExpr(p.key))
             sub = self._session.declare_subscriber(
-                p.key, self._subscriber_callback(i), allowed_origin=zenoh.Locality.REMOTE
+                p.key, self._callbacks.wrap(self._subscriber_callback(i)), allowed_origin=zenoh.Locality.REMOTE
             )
             self._decls.append(sub)
         for q in cfg.query:
             qa = self._session.declare_queryable(
-                q.key, self._queryable_callback(q.timeout_s), complete=False, allowed_origin=zenoh.Locality.REMOTE
+                q.key,
+                self._callbacks.wrap(self._queryable_callback(q.timeout_s)),
+                complete=False,
+                allowed_origin=zenoh.Locality.REMOTE,
             )
             self._decls.append(qa)
         self._watch_offers()
@@ -344,6 +386,18 @@ class Bridge:
                 for tok in self._tokens.values():
                     tok.undeclare()
                 self._tokens.clear()
+                # Zenoh runs each callback on a Python thread of its own until the entity is
+                # undeclared; one still ending when the interpreter finalizes aborts the
+                # process ("FATAL: exception not rethrown"), so they end here.
+                for decl in self._decls:
+                    try:
+                        decl.undeclare()
+                    except Exception as e:  # one gone already: the others still go
+                        self.counters.add("close_errors")
+                        log.error("undeclaring %s failed: %s", decl, e)
+                self._decls.clear()
+                if not self._callbacks.wait(THREAD_JOIN_S):
+                    log.error("a Zenoh callback thread did not end within %.0f s", THREAD_JOIN_S)
                 self._session.close()
             except Exception as e:  # zenoh's own close timeout ("close operation timed out")
                 self.counters.add("close_errors")
@@ -535,8 +589,13 @@ class Bridge:
                 new = sorted(self._offered - set(self._matching))
             for key in new:
                 pub = session.declare_publisher(key, allowed_destination=zenoh.Locality.REMOTE)
-                listener = pub.declare_matching_listener(lambda st, key=key: self._on_matching(key, st.matching))
-                self._watch_handles += [listener, pub]
+                # On Zenoh's own thread (`indirect=False`): the callback only queues a message,
+                # and a Python thread per watch, started from the link thread that declares it,
+                # would be a daemon one that the interpreter's exit can catch still running.
+                listener = pub.declare_matching_listener(
+                    zenoh.handlers.Callback(self._matching_callback(key), indirect=False)
+                )
+                self._decls[:0] = [listener, pub]
                 matching = pub.matching_status.matching
                 with self._interest_lock:
                     # A change the listener has already reported is newer than this reading.
@@ -544,6 +603,12 @@ class Bridge:
             if new:
                 with self._interest_lock:
                     self._announce_interest()
+
+    def _matching_callback(self, key: str) -> Callable[[Any], None]:
+        def on_status(status: Any) -> None:
+            self._on_matching(key, status.matching)
+
+        return on_status
 
     def _on_matching(self, key: str, matching: bool) -> None:
         with self._interest_lock:
