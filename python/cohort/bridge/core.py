@@ -126,9 +126,10 @@ def _wants(interest: tuple[frozenset[str], tuple[Any, ...]] | None, offered: str
 
 
 class _CallbackThreads:
-    """The threads eclipse-zenoh runs this bridge's callbacks on (one per subscriber, queryable
-    and matching listener): :meth:`wrap` a callback, and :meth:`wait` for every wrapped one's
-    thread to end once its entity is undeclared."""
+    """The threads eclipse-zenoh runs this bridge's callbacks on (one per subscriber and
+    queryable; the watches' matching listeners run on Zenoh's own thread): :meth:`wrap` a
+    callback, and :meth:`wait` for every wrapped one's thread to end once its entity is
+    undeclared."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
