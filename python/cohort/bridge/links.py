@@ -122,14 +122,20 @@ def _open(how: Callable[..., LrtSocket], addr: str, p: LinkParams, cls: TrafficC
 class _Link:
     """What both directions share: the peer, its address and class, and the link's thread."""
 
-    def __init__(self, peer: int, addr: str, cls: TrafficClass, p: LinkParams, counters: Counters, way: str) -> None:
+    def __init__(
+        self,
+        peer: int,
+        addr: str,
+        cls: TrafficClass,
+        p: LinkParams,
+        counters: Counters,
+        way: str,
+        run: Callable[[], None],
+    ) -> None:
         self.peer, self.addr, self.cls, self.p, self.counters = peer, addr, cls, p, counters
         self._stop = threading.Event()
         self._sock: LrtSocket | None = None
-        self._thread = threading.Thread(target=self._run, name=f"bridge-{way}-{peer}-{cls.name}", daemon=True)
-
-    def _run(self) -> None:
-        raise NotImplementedError
+        self._thread = threading.Thread(target=run, name=f"bridge-{way}-{peer}-{cls.name}", daemon=True)
 
     def signal_stop(self) -> None:
         self._stop.set()
@@ -149,7 +155,7 @@ class OutLink(_Link):
         counters: Counters,
         on_up: Callable[[OutLink], None] | None = None,
     ) -> None:
-        super().__init__(peer, addr, cls, p, counters, "out")
+        super().__init__(peer, addr, cls, p, counters, "out", self._run)
         self.on_up = on_up
         # One queue keeps the class's order; DROP samples may fill it to drop_queue_len,
         # BLOCK samples to block_queue_len (waiting up to block_timeout_s for room). `None`
@@ -296,7 +302,7 @@ class InLink(_Link):
         counters: Counters,
         on_message: Callable[[int, bytes], None],
     ) -> None:
-        super().__init__(peer, addr, cls, p, counters, "in")
+        super().__init__(peer, addr, cls, p, counters, "in", self._run)
         self.on_message = on_message
 
     def start(self) -> None:
